@@ -1,0 +1,193 @@
+"""`rltui`: the wizard's entry point and its headless commands.
+
+Startup imports only the standard library; each command imports what it needs when it runs
+(rich for tables, the sandbox, the cloud clients), so `rltui --version` and `rltui check` stay
+instant and never load textual, grpc, google, kubernetes or ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
+
+from . import __version__
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line instead of usage + traceback-ish noise."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def _load_env(path: str):
+    """Read and validate env.sh; raise UsageError with one line per problem."""
+    from .config import ConfigError, parse_config
+    from .envfile import EnvFile, EnvFileError
+
+    try:
+        env = EnvFile.read(path)
+    except EnvFileError as exc:
+        where = f"{exc.source}" + (f" line {exc.lineno}" if exc.lineno else "")
+        raise UsageError(f"{exc.name}: {where}: {exc.message}" if exc.name
+                         else f"{where}: {exc.message}") from None
+    try:
+        return env, parse_config(env.values())
+    except ConfigError as exc:
+        raise UsageError("\n".join(str(p) for p in exc.problems)) from None
+
+
+def _warn_mode(path: str, cfg) -> None:
+    from .envfile import mode_problem
+
+    warning = mode_problem(path) if (cfg.hf_token or cfg.wandb_api_key) else None
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+def cmd_check(args: argparse.Namespace) -> int:
+    _, cfg = _load_env(args.env)
+    _warn_mode(args.env, cfg)
+    token = "set" if cfg.hf_token else "not set (needed only to submit)"
+    print(f"{args.env}: OK: project {cfg.project_id}, cluster {cfg.cluster_name} in {cfg.zone}"
+          f" ({cfg.num_nodes} x {cfg.device_type}), Lustre {cfg.lustre_instance_id}"
+          f" {cfg.lustre_capacity} GiB on {cfg.network}; HF_TOKEN {token}")
+    return 0
+
+
+def cmd_script(args: argparse.Namespace) -> int:
+    from .script import equivalent_script
+
+    _, cfg = _load_env(args.env)
+    sys.stdout.write(equivalent_script(cfg))
+    return 0
+
+
+def cmd_manifests(args: argparse.Namespace) -> int:
+    import ipaddress
+
+    from .envfile import write_private
+    from .manifests import RUN_SCRIPT_FILE, codelab_files
+
+    if args.lustre_ip is not None:
+        try:
+            ipaddress.IPv4Address(args.lustre_ip)
+        except ValueError:
+            raise UsageError(f"--lustre-ip: {args.lustre_ip!r} is not an IPv4 address"
+                             " (the part of the mount point before '@')") from None
+    _, cfg = _load_env(args.env)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in codelab_files(cfg, args.lustre_ip).items():
+        path = write_private(out / name, text)
+        if name == RUN_SCRIPT_FILE:
+            path.chmod(0o700)
+        print(path)
+    if args.lustre_ip is None:
+        print("note: the PV's ip is a placeholder; pass --lustre-ip once Lustre is ACTIVE",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import json_lines, render_table, summarize
+
+    path = Path(args.log)
+    try:
+        with path.open(encoding="utf-8", errors="replace", newline="") as f:
+            records = summarize(f)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a log file") from None
+    except PermissionError:
+        raise UsageError(f"{path}: cannot be read: permission denied") from None
+    if args.json:
+        for line in json_lines(records):
+            print(line)
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    if not records:
+        console.print(f"{path}: no GRPO step found (is this a NeMo-RL GRPO log?)")
+        return 0
+    console.print(render_table(records))
+    return 0
+
+
+def cmd_wizard(args: argparse.Namespace) -> int:
+    # The wizard (issue 5) and the sandbox daemon (issue 3) land next; say so plainly.
+    print("rltui: the wizard is not built yet. Available now: rltui check, script, manifests,"
+          " report (see rltui --help).")
+    return 0
+
+
+# --- parser -------------------------------------------------------------------------------------
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="rltui", description="The codelab 'Scale RL with GKE and Managed Lustre'"
+                    " as a wizard and as commands.")
+    parser.add_argument("--version", action="version", version=f"rltui {__version__}")
+    parser.add_argument("--env", default="env.sh", help="the codelab's env.sh (default: ./env.sh)")
+    parser.add_argument("--sandbox", action="store_true", help="use the local emulated project")
+    parser.set_defaults(func=cmd_wizard)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    def add(name: str, func: Command, help: str, env: bool = True) -> Parser:
+        p = sub.add_parser(name, help=help, description=help)
+        if env:
+            # SUPPRESS: `rltui --env F check` keeps F (a subparser default would override it).
+            p.add_argument("--env", default=argparse.SUPPRESS,
+                           help="the codelab's env.sh (default: ./env.sh)")
+        p.set_defaults(func=func)
+        return p
+
+    add("check", cmd_check, "validate env.sh; exit 2 with one line per problem")
+    add("script", cmd_script, "print the whole flow as an equivalent bash script")
+    p = add("manifests", cmd_manifests, "write the files the codelab writes by hand")
+    p.add_argument("--out", required=True, help="folder to write them into")
+    p.add_argument("--lustre-ip", help="the Lustre instance's IP (else a marked placeholder)")
+    p = add("report", cmd_report, "summarise a NeMo-RL GRPO log, a row per step", env=False)
+    p.add_argument("log", help="the saved job log")
+    p.add_argument("--json", action="store_true", help="one JSON object per step and line")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except UsageError as exc:
+        for line in str(exc).splitlines():
+            print(line, file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `rltui report log | head`: not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

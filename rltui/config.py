@@ -1,0 +1,444 @@
+"""The codelab's env.sh variables and the job parameters, as one validated model.
+
+Every problem is reported as `Problem(field, message)` where `field` is the env.sh variable
+name the user sees. Secret values (HF_TOKEN, WANDB_API_KEY) are `SecretStr`: they never
+appear in repr, str, problems or exceptions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+# --- Data tables (limits change: keep them here, and only here) -------------------------------
+
+@dataclass(frozen=True)
+class LustreTier:
+    """Allowed capacities for one per-unit storage throughput tier (MB/s per TiB)."""
+
+    throughput: int
+    min_gib: int
+    max_gib: int | None
+    # (up to and including this capacity, capacities must be a multiple of this step)
+    steps: tuple[tuple[int | None, int], ...]
+
+    def step_for(self, capacity: int) -> int:
+        for upper, step in self.steps:
+            if upper is None or capacity <= upper:
+                return step
+        return self.steps[-1][1]
+
+    def check(self, capacity: int) -> str | None:
+        if capacity < self.min_gib:
+            return f"at least {self.min_gib} GiB for throughput tier {self.throughput}"
+        if self.max_gib is not None and capacity > self.max_gib:
+            return f"at most {self.max_gib} GiB for throughput tier {self.throughput}"
+        step = self.step_for(capacity)
+        if capacity % step:
+            lower = capacity - capacity % step
+            nearest = [c for c in (lower, lower + step) if c >= self.min_gib]
+            return (f"must be a multiple of {step} GiB for throughput tier {self.throughput}"
+                    f" (nearest: {' or '.join(str(c) for c in nearest)})")
+        return None
+
+    def describe(self) -> str:
+        parts = [f"min {self.min_gib}"]
+        for upper, step in self.steps:
+            parts.append(f"step {step}" + (f" up to {upper}" if upper else ""))
+        if self.max_gib:
+            parts.append(f"max {self.max_gib}")
+        return ", ".join(parts)
+
+
+# Managed Lustre docs (2026). Maxima of the lower tiers are not published in what we verified.
+LUSTRE_TIERS: dict[int, LustreTier] = {
+    1000: LustreTier(1000, 9_000, 10_008_000, ((1_530_000, 9_000), (None, 72_000))),
+    500: LustreTier(500, 18_000, None, ((None, 18_000),)),
+    250: LustreTier(250, 36_000, None, ((None, 36_000),)),
+    125: LustreTier(125, 72_000, None, ((None, 72_000),)),
+}
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    """What an xpk --device-type means on GKE."""
+
+    name: str
+    gpus_per_node: int
+    accelerator: str  # the node label cloud.google.com/gke-accelerator
+    machine_type: str
+
+
+DEVICE_TYPES: dict[str, DeviceType] = {
+    d.name: d
+    for d in (
+        DeviceType("b200-8", 8, "nvidia-b200", "a4-highgpu-8g"),
+        DeviceType("h200-141gb-8", 8, "nvidia-h200-141gb", "a3-ultragpu-8g"),
+        DeviceType("h100-mega-80gb-8", 8, "nvidia-h100-mega-80gb", "a3-megagpu-8g"),
+        DeviceType("h100-80gb-8", 8, "nvidia-h100-80gb", "a3-highgpu-8g"),
+        DeviceType("gb200-4", 4, "nvidia-gb200", "a4x-highgpu-4g"),
+    )
+}
+
+# Model parallelism of grpo_math_70B_megatron.yaml at NeMo-RL v0.4.0 (TP x PP x CP).
+MODEL_PARALLEL_SIZE = 4 * 4 * 1
+
+# --- Problems ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """Raised with every problem found; its text holds no secret value."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+# --- Field rules ------------------------------------------------------------------------------
+
+PLACEHOLDER = re.compile(r"^(<[^>]*>|\{\{[^}]*\}\})$")
+PROJECT_ID = re.compile(r"^(?:[a-z][-a-z0-9.]*\.[a-z]{2,}:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-([a-z])$")
+CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
+RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")  # Lustre IDs, VPC names
+SECRET_FIELDS = frozenset({"HF_TOKEN", "WANDB_API_KEY"})
+
+
+def _placeholder(value: str) -> bool:
+    return bool(PLACEHOLDER.match(value.strip()))
+
+
+def region_of(zone: str) -> str | None:
+    m = ZONE.match(zone)
+    return m.group(1) if m else None
+
+
+class RLConfig(BaseModel):
+    """env.sh of the codelab, plus the Lustre tier and the run script's parameters.
+
+    Field aliases are the env.sh variable names. Construct with `parse_config()` to get
+    every problem named by variable; the model alone checks single fields.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    # The codelab's env.sh
+    project_id: str = Field(alias="PROJECT_ID")
+    zone: str = Field("us-east1-b", alias="ZONE")
+    region: str = Field("us-east1", alias="REGION")
+    cluster_name: str = Field("ray-a4-gpu-spot", alias="CLUSTER_NAME")
+    network_name: str = Field("", alias="NETWORK_NAME")  # "" means ${CLUSTER_NAME}-net-0
+    lustre_instance_id: str = Field("rl-demo-gpu-lustre", alias="LUSTRE_INSTANCE_ID")
+    lustre_capacity: int = Field(9000, alias="LUSTRE_CAPACITY")
+    hf_token: SecretStr | None = Field(None, alias="HF_TOKEN")
+    wandb_api_key: SecretStr | None = Field(None, alias="WANDB_API_KEY")
+    num_nodes: int = Field(8, alias="NUM_NODES")
+    gpus_per_node: int = Field(8, alias="GPUS_PER_NODE")
+    device_type: str = Field("b200-8", alias="DEVICE_TYPE")
+    # Beyond the codelab's env.sh (its commands hard-code these)
+    lustre_throughput: int = Field(1000, alias="LUSTRE_THROUGHPUT")
+    model_name: str = Field("Qwen/Qwen2.5-72B-Instruct", alias="MODEL_NAME")
+    converter_type: str = Field("Qwen2ForCausalLM", alias="CONVERTER_TYPE")
+    max_steps: int = Field(20, alias="MAX_STEPS")
+    generations_per_prompt: int = Field(8, alias="GENERATIONS_PER_PROMPT")
+    prompts_per_step: int = Field(32, alias="PROMPTS_PER_STEP")
+    global_batch_size: int = Field(256, alias="GLOBAL_BATCH_SIZE")
+    checkpoint_enabled: bool = Field(True, alias="CHECKPOINT_ENABLED")
+    checkpoint_period: int = Field(2, alias="CHECKPOINT_PERIOD")
+    checkpoint_keep_top_k: int = Field(2, alias="CHECKPOINT_KEEP_TOP_K")
+    checkpoint_metric: str | None = Field(None, alias="CHECKPOINT_METRIC")
+    checkpoint_dir: str = Field("/lustre/nemo_rl_qwen_72b_ds_cp/nemo-rl-grpo-test1",
+                                alias="CHECKPOINT_DIR")
+    dataset: str = Field("DeepScaler", alias="DATASET")
+    wandb_enabled: bool | None = Field(None, alias="WANDB_ENABLED")  # None: on iff a key is set
+    wandb_run_name: str = Field("nemo-rl-grpo-test1", alias="WANDB_RUN_NAME")
+
+    # --- single-field rules (messages only; the field name is added by parse_config) ---
+
+    @field_validator("project_id")
+    @classmethod
+    def _project_id(cls, v: str) -> str:
+        if _placeholder(v):
+            raise ValueError(f"still the template placeholder {v}: set your Google Cloud project ID")
+        if not PROJECT_ID.match(v):
+            raise ValueError(
+                f"{v!r} is not a project ID: 6-30 lowercase letters, digits or hyphens,"
+                " starting with a letter and not ending with a hyphen")
+        return v
+
+    @field_validator("zone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        if not ZONE.match(v):
+            raise ValueError(f"{v!r} is not a zone like us-east1-b")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not re.match(r"^[a-z]+-[a-z]+[0-9]+$", v):
+            raise ValueError(f"{v!r} is not a region like us-east1")
+        return v
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, v: str) -> str:
+        if not CLUSTER_NAME.match(v):
+            raise ValueError(
+                f"{v!r} is not a GKE cluster name: at most 40 lowercase letters, digits or"
+                " hyphens, starting with a letter and ending with a letter or digit")
+        return v
+
+    @field_validator("network_name")
+    @classmethod
+    def _network_name(cls, v: str) -> str:
+        if v and not RESOURCE_ID.match(v):
+            raise ValueError(f"{v!r} is not a VPC network name (1-63 lowercase letters, digits,"
+                             " hyphens; starts with a letter)")
+        return v
+
+    @field_validator("lustre_instance_id")
+    @classmethod
+    def _lustre_id(cls, v: str) -> str:
+        if not RESOURCE_ID.match(v):
+            raise ValueError(
+                f"{v!r} is not a Lustre instance ID: 1-63 lowercase letters, digits or hyphens,"
+                " starting with a letter and ending with a letter or digit")
+        return v
+
+    @field_validator("hf_token", "wandb_api_key", mode="before")
+    @classmethod
+    def _secret(cls, v: Any) -> Any:
+        raw = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if raw is None or (isinstance(raw, str) and (not raw.strip() or _placeholder(raw))):
+            return None  # unset, or the template's placeholder
+        if isinstance(raw, str) and any(c.isspace() for c in raw):
+            raise ValueError("contains white space; paste the token alone")
+        return v
+
+    @field_validator("num_nodes")
+    @classmethod
+    def _num_nodes(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @field_validator("device_type")
+    @classmethod
+    def _device_type(cls, v: str) -> str:
+        if v not in DEVICE_TYPES:
+            raise ValueError(f"{v!r} is not a known device type; known: {', '.join(DEVICE_TYPES)}")
+        return v
+
+    @field_validator("lustre_throughput")
+    @classmethod
+    def _tier(cls, v: int) -> int:
+        if v not in LUSTRE_TIERS:
+            raise ValueError(f"must be one of {', '.join(map(str, sorted(LUSTRE_TIERS)))} MB/s per TiB")
+        return v
+
+    @field_validator("max_steps", "generations_per_prompt", "prompts_per_step",
+                     "global_batch_size", "checkpoint_period", "checkpoint_keep_top_k",
+                     "gpus_per_node", "lustre_capacity")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @field_validator("checkpoint_metric", mode="before")
+    @classmethod
+    def _metric(cls, v: Any) -> Any:
+        if v is None or (isinstance(v, str) and v.strip().lower() in ("", "null", "none")):
+            return None
+        if not (isinstance(v, str) and re.match(r"^(val|train):[A-Za-z0-9_./-]+$", v)):
+            raise ValueError(f"{v!r} must be 'val:NAME' or 'train:NAME' (or null)")
+        return v
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _ckpt_dir(cls, v: str) -> str:
+        if not v.startswith("/lustre/"):
+            raise ValueError(f"{v!r} must be under /lustre/, the Lustre volume's mount point")
+        return v
+
+    @field_validator("model_name", "converter_type", "dataset", "wandb_run_name")
+    @classmethod
+    def _safe_word(cls, v: str) -> str:
+        # These land in a shell script inside single quotes: keep them plain.
+        if not v or not re.match(r"^[A-Za-z0-9._/@:+-]+$", v):
+            raise ValueError(f"{v!r} may hold only letters, digits and . _ / @ : + -")
+        return v
+
+    # --- derived values ---
+
+    @property
+    def network(self) -> str:
+        return self.network_name or f"{self.cluster_name}-net-0"
+
+    @property
+    def device(self) -> DeviceType:
+        return DEVICE_TYPES[self.device_type]
+
+    @property
+    def lustre_tier(self) -> LustreTier:
+        return LUSTRE_TIERS[self.lustre_throughput]
+
+    @property
+    def use_wandb(self) -> bool:
+        return self.wandb_api_key is not None if self.wandb_enabled is None else self.wandb_enabled
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.gpus_per_node
+
+    @property
+    def address_name(self) -> str:
+        return f"google-managed-services-{self.network}"
+
+    @property
+    def pv_name(self) -> str:
+        return f"{self.lustre_instance_id}-pv"
+
+    @property
+    def pvc_name(self) -> str:
+        return f"{self.lustre_instance_id}-pvc"
+
+    @property
+    def head_service(self) -> str:
+        return f"{self.cluster_name}-head-svc"
+
+    def env_values(self) -> dict[str, str]:
+        """The non-secret variables as env.sh strings (what a form shows and a file stores)."""
+        out: dict[str, str] = {}
+        for name, field in type(self).model_fields.items():
+            alias = field.alias or name
+            if alias in SECRET_FIELDS:
+                continue
+            value = getattr(self, name)
+            if value is None:
+                out[alias] = "null" if alias == "CHECKPOINT_METRIC" else ""
+            elif isinstance(value, bool):
+                out[alias] = "True" if value else "False"
+            else:
+                out[alias] = str(value)
+        return out
+
+
+ALIASES: dict[str, str] = {(f.alias or n): n for n, f in RLConfig.model_fields.items()}
+ENV_FIELDS = tuple(ALIASES)  # every variable rltui knows, in the model's order
+CODELAB_FIELDS = ENV_FIELDS[: ENV_FIELDS.index("DEVICE_TYPE") + 1]
+
+
+def _cross_checks(cfg: RLConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    expected_region = region_of(cfg.zone)
+    if expected_region and cfg.region != expected_region:
+        problems.append(Problem(
+            "REGION", f"{cfg.region} does not match ZONE {cfg.zone}: expected {expected_region}"))
+    tier_problem = cfg.lustre_tier.check(cfg.lustre_capacity)
+    if tier_problem:
+        problems.append(Problem("LUSTRE_CAPACITY", f"{cfg.lustre_capacity} GiB: {tier_problem}"))
+    device = cfg.device
+    if cfg.gpus_per_node != device.gpus_per_node:
+        problems.append(Problem(
+            "GPUS_PER_NODE",
+            f"{cfg.device_type} nodes have {device.gpus_per_node} GPUs, not {cfg.gpus_per_node}"))
+    samples = cfg.prompts_per_step * cfg.generations_per_prompt
+    if samples % cfg.global_batch_size:
+        problems.append(Problem(
+            "GLOBAL_BATCH_SIZE",
+            f"PROMPTS_PER_STEP x GENERATIONS_PER_PROMPT = {samples} is not a multiple of"
+            f" {cfg.global_batch_size}"))
+    if cfg.world_size % MODEL_PARALLEL_SIZE:
+        problems.append(Problem(
+            "NUM_NODES", f"{cfg.world_size} GPUs cannot hold the 70B config's TP 4 x PP 4"
+                         f" ({MODEL_PARALLEL_SIZE} GPUs per model copy)"))
+    else:
+        dp = cfg.world_size // MODEL_PARALLEL_SIZE
+        if cfg.global_batch_size % dp:
+            problems.append(Problem(
+                "GLOBAL_BATCH_SIZE",
+                f"{cfg.global_batch_size} does not divide by the data-parallel size {dp}"
+                f" ({cfg.world_size} GPUs / TP 4 x PP 4)"))
+    if cfg.wandb_enabled and cfg.wandb_api_key is None:
+        problems.append(Problem("WANDB_API_KEY", "needed when WANDB_ENABLED is True"))
+    return problems
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    msg = str(err.get("msg", "invalid"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg
+
+
+def parse_config(values: Mapping[str, Any]) -> RLConfig:
+    """Build the config from env.sh-style values; raise ConfigError naming every bad field.
+
+    Unknown keys are ignored (env.sh may hold the user's own variables).
+    """
+    known = {k: v for k, v in values.items() if k in ALIASES}
+    problems: list[Problem] = []
+    if not str(known.get("PROJECT_ID", "")).strip():
+        problems.append(Problem("PROJECT_ID", "missing: set your Google Cloud project ID"))
+        known.pop("PROJECT_ID", None)
+    # Empty strings mean "not set": fall back to the default.
+    data = {k: v for k, v in known.items() if not (isinstance(v, str) and v == "" and k not in SECRET_FIELDS)}
+    try:
+        cfg = RLConfig.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_input=False, include_url=False):
+            loc = err.get("loc") or ("?",)
+            name = str(loc[0])
+            field = RLConfig.model_fields.get(name)
+            alias = (field.alias if field else None) or name
+            if alias == "PROJECT_ID" and problems and problems[0].field == "PROJECT_ID":
+                continue
+            message = _message(err)
+            if err.get("type") in ("int_parsing", "int_from_float"):
+                message = f"must be a whole number, got {str(known.get(alias))!r}"
+            elif err.get("type") == "bool_parsing":
+                message = f"must be True or False, got {str(known.get(alias))!r}"
+            problems.append(Problem(alias, message))
+        raise ConfigError(problems) from None
+    problems += _cross_checks(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def check_field(name: str, value: str, others: Mapping[str, str] | None = None) -> str | None:
+    """The message for one env.sh field as a form shows it under the input, or None if fine.
+
+    Cross-field rules are included when `others` (the rest of the form) is given.
+    """
+    values = dict(others or {})
+    values[name] = value
+    values.setdefault("PROJECT_ID", "placeholder-project")
+    try:
+        parse_config(values)
+    except ConfigError as exc:
+        mine = [p.message for p in exc.problems if p.field == name]
+        return mine[0] if mine else None
+    return None
+
+
+def submit_problems(cfg: RLConfig) -> list[Problem]:
+    """What blocks `ray job submit` against real Google Cloud (the model download needs HF_TOKEN)."""
+    if cfg.hf_token is None:
+        return [Problem("HF_TOKEN", "needed to submit the job (Qwen2.5-72B downloads from"
+                                    " Hugging Face): set it in env.sh or the Configure screen")]
+    return []
