@@ -44,6 +44,9 @@ class LustreTier:
                     f" (nearest: {' or '.join(str(c) for c in nearest)})")
         return None
 
+    def allows(self, capacity: int) -> bool:
+        return self.check(capacity) is None
+
     def describe(self) -> str:
         parts = [f"min {self.min_gib}"]
         for upper, step in self.steps:
@@ -53,12 +56,12 @@ class LustreTier:
         return ", ".join(parts)
 
 
-# Managed Lustre docs (2026). Maxima of the lower tiers are not published in what we verified.
+# Managed Lustre docs, "Performance tiers" (2026): the one table of allowed capacities.
 LUSTRE_TIERS: dict[int, LustreTier] = {
     1000: LustreTier(1000, 9_000, 10_008_000, ((1_530_000, 9_000), (None, 72_000))),
-    500: LustreTier(500, 18_000, None, ((None, 18_000),)),
-    250: LustreTier(250, 36_000, None, ((None, 36_000),)),
-    125: LustreTier(125, 72_000, None, ((None, 72_000),)),
+    500: LustreTier(500, 18_000, 20_016_000, ((3_060_000, 18_000), (None, 144_000))),
+    250: LustreTier(250, 36_000, 40_032_000, ((6_120_000, 36_000), (None, 288_000))),
+    125: LustreTier(125, 72_000, 12_240_000, ((None, 72_000),)),
 }
 
 

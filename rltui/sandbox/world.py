@@ -1,0 +1,1130 @@
+"""The sandbox's emulated Google Cloud projects: networks, private services access, GKE clusters
+and Managed Lustre instances, with operations that take the latency profile's time.
+
+One World lives on the sandbox daemon's asyncio loop (single-threaded: no locks) and is shared
+by the gRPC services and the fake gcloud/xpk control API. Every change is written to
+`state_dir/world.json` (atomic replace); timed changes are stored as deadlines, so an operation
+in flight when the daemon died completes after a restart. Construct it on the running loop.
+
+Any project ID is accepted, as Google's emulators do; each project starts with a `default`
+network that already has private services access (an allocated range and a peering).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import grpc
+from google.cloud import container_v1, lustre_v1
+from google.longrunning import operations_pb2
+from google.protobuf import empty_pb2
+
+from rltui.config import LUSTRE_TIERS
+
+from rltui.sandbox.faults import Faults
+from rltui.sandbox.grpc_util import (
+    AlreadyExists,
+    CloudError,
+    FailedPrecondition,
+    InvalidArgument,
+    LroStore,
+    NotFound,
+    utcnow,
+)
+from rltui.sandbox.profile import Clock
+
+__all__ = [
+    "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
+    "Address", "LUSTRE_CAPACITY_TIERS", "Network", "Peering", "Subnet",
+    "World", "WorldEvent", "XPK_DEVICE_TYPES", "region_of",
+]
+
+log = logging.getLogger(__name__)
+
+SERVICE_NETWORKING = "servicenetworking.googleapis.com"
+GKE_API = "https://container.googleapis.com/v1"
+GKE_VERSION = "1.33.5-gke.1201000"
+Status = container_v1.Cluster.Status
+OpType = container_v1.Operation.Type
+OpStatus = container_v1.Operation.Status
+LustreState = lustre_v1.Instance.State
+
+
+# The allowed capacities per tier: one table, shared with env.sh validation.
+LUSTRE_CAPACITY_TIERS = LUSTRE_TIERS
+
+
+@dataclass(frozen=True)
+class XpkDevice:
+    machine_type: str
+    accelerator_type: str
+    accelerators_per_node: int
+
+
+# xpk --device-type values the sandbox knows; all go through Cluster Toolkit in real xpk.
+XPK_DEVICE_TYPES: dict[str, XpkDevice] = {"b200-8": XpkDevice("a4-highgpu-8g", "nvidia-b200", 8)}
+XPK_MILESTONES = ("xpk_networks", "xpk_control_plane", "xpk_node_pool", "xpk_done")
+
+_INSTANCE_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+_FILESYSTEM = re.compile(r"^[A-Za-z0-9]{1,8}$")
+_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NETWORK_PATH = re.compile(r"^projects/(?P<project>[^/]+)/global/networks/(?P<network>[^/]+)$")
+
+
+@dataclass
+class Subnet:
+    name: str
+    region: str
+    ip_cidr_range: str
+
+
+@dataclass
+class Network:
+    project: str
+    name: str
+    subnets: list[Subnet] = field(default_factory=list)
+    created_by: str = ""  # "xpk" for the networks xpk's Cluster Toolkit makes
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/global/networks/{self.name}"
+
+
+@dataclass
+class Address:
+    project: str
+    name: str
+    network: str
+    purpose: str
+    prefix_length: int
+    address: str
+    status: str = "RESERVED"  # RESERVING while address_create runs
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/global/addresses/{self.name}"
+
+
+@dataclass
+class Peering:
+    project: str
+    network: str
+    service: str
+    ranges: list[str]
+    status: str = "ACTIVE"  # CONNECTING, ACTIVE, DELETING
+
+    @property
+    def name(self) -> str:
+        return self.service.replace(".", "-")  # servicenetworking-googleapis-com, as GCE names it
+
+
+@dataclass(frozen=True)
+class WorldEvent:
+    """A change subscribers hear about. kind: cluster_running, cluster_deleted, node_pool_ready,
+    node_pool_deleted, addons_changed, xpk_cluster_ready, lustre_active, lustre_deleted."""
+
+    kind: str
+    project: str
+    location: str
+    name: str  # the cluster or instance ID
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Project:
+    id: str
+    networks: dict[str, Network] = field(default_factory=dict)
+    addresses: dict[str, Address] = field(default_factory=dict)
+    peerings: dict[str, Peering] = field(default_factory=dict)  # key "network|service"
+    services: set[str] = field(default_factory=set)
+    clusters: dict[str, container_v1.Cluster] = field(default_factory=dict)  # key "location/name"
+    cluster_ops: dict[str, container_v1.Operation] = field(default_factory=dict)
+    instances: dict[str, lustre_v1.Instance] = field(default_factory=dict)  # key full name
+    next_range: int = 90  # second octet of the next auto-allocated 10.x.0.0 range
+    lustre_hosts: dict[str, int] = field(default_factory=dict)  # range name -> IPs handed out
+
+
+@dataclass
+class _Due:
+    at: float  # wall-clock seconds (time.time()), so deadlines survive a restart
+    seq: int
+    action: str
+    args: dict[str, Any]
+
+
+def _copy(msg: Any) -> Any:
+    cls = type(msg)
+    return cls.deserialize(cls.serialize(msg))
+
+
+def _rfc3339() -> str:
+    return utcnow().isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def project_number(project: str) -> int:
+    """A stable 12-digit project number for links (the real API uses numbers there)."""
+    return 100_000_000_000 + int(hashlib.blake2b(project.encode(), digest_size=5).hexdigest(), 16) % 900_000_000_000
+
+
+def region_of(location: str) -> str:
+    """us-east1-b -> us-east1; a region stays itself."""
+    return location[:-2] if re.match(r"^[a-z]+-[a-z]+\d+-[a-z]$", location) else location
+
+
+def _check_gce_name(kind: str, name: str) -> None:
+    if not _GCE_NAME.match(name or ""):
+        raise InvalidArgument(
+            f"Invalid value for field '{kind}.name': {name!r}. Must be a match of regex "
+            "'(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
+        )
+
+
+class World:
+    """The emulated projects; see the module docstring."""
+
+    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.faults = faults
+        self._projects: dict[str, _Project] = {}
+        self._lro = LroStore()
+        self._due: list[_Due] = []
+        self._seq = 0
+        self._request_ids: dict[str, str] = {}
+        self._subscribers: list[Callable[[WorldEvent], Any]] = []
+        self._tasks: set[asyncio.Future[Any]] = set()  # subscribers' coroutines, kept alive
+        self._timer: asyncio.TimerHandle | None = None
+        self._changed: asyncio.Future[None] | None = None
+        self._closed = False
+        self._load()
+        self._tick()
+
+    # ---- plumbing: persistence, deadlines, waiting, events -------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.state_dir / "world.json"
+
+    def close(self) -> None:
+        """Stop the timers (state stays on disk; a new World resumes from it)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def subscribe(self, callback: Callable[[WorldEvent], Any]) -> Callable[[], None]:
+        """Call `callback(event)` on the loop at each change (a coroutine result runs as a task).
+        Returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, kind: str, project: str, location: str, name: str, **data: Any) -> None:
+        event = WorldEvent(kind, project, location, name, data)
+        for callback in list(self._subscribers):
+            try:
+                result = callback(event)
+                if asyncio.iscoroutine(result):
+                    task = asyncio.ensure_future(result)
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+            except Exception:  # a broken subscriber must not break the cloud
+                log.exception("world subscriber failed on %s", kind)
+
+    def _schedule(self, action: str, args: dict[str, Any], *, key: str | None = None,
+                  seconds: float | None = None) -> int:
+        delay = seconds if seconds is not None else self.clock.seconds(key)  # type: ignore[arg-type]
+        self._seq += 1
+        self._due.append(_Due(time.time() + max(0.0, delay), self._seq, action, args))
+        self._due.sort(key=lambda d: (d.at, d.seq))
+        return self._seq
+
+    def _tick(self) -> None:
+        """Apply every change whose deadline has passed, then arm a timer for the next."""
+        if self._closed:
+            return
+        now, fired = time.time(), False
+        while self._due and self._due[0].at <= now:
+            due = self._due.pop(0)
+            fired = True
+            try:
+                getattr(self, "_on_" + due.action)(**due.args)
+            except Exception:
+                log.exception("world: applying %s failed", due.action)
+        if fired:
+            self._commit()
+        self._arm()
+
+    def _arm(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: reads still apply due changes through _tick
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._closed and self._due:
+            self._timer = loop.call_later(max(0.0, self._due[0].at - time.time()) + 0.001, self._tick)
+
+    def _commit(self) -> None:
+        self._save()
+        fut, self._changed = self._changed, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def _wait(self, predicate: Callable[[], bool], timeout: float | None = None) -> None:
+        async with asyncio.timeout(timeout):
+            while True:
+                self._tick()
+                if predicate():
+                    return
+                if self._changed is None:
+                    self._changed = asyncio.get_running_loop().create_future()
+                await asyncio.shield(self._changed)
+
+    async def _wait_due(self, seq: int) -> None:
+        await self._wait(lambda: all(d.seq != seq for d in self._due))
+
+    def _save(self) -> None:
+        data = {
+            "version": 1,
+            "projects": {pid: _project_to_json(p) for pid, p in self._projects.items()},
+            "lro": self._lro.dump(),
+            "due": [dataclasses.asdict(d) for d in self._due],
+            "seq": self._seq,
+            "request_ids": self._request_ids,
+        }
+        tmp = self.path.with_name("world.json.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            self._projects = {pid: _project_from_json(pid, p) for pid, p in data["projects"].items()}
+            self._lro.load(data.get("lro", {}))
+            self._due = sorted((_Due(**d) for d in data.get("due", [])), key=lambda d: (d.at, d.seq))
+            self._seq = int(data.get("seq", 0))
+            self._request_ids = dict(data.get("request_ids", {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{self.path}: cannot load the sandbox world: {exc}") from exc
+
+    def _project(self, project: str) -> _Project:
+        if not project or "/" in project:
+            raise InvalidArgument(f"project {project!r} is invalid")
+        if project not in self._projects:
+            self._projects[project] = _new_project(project)
+        return self._projects[project]
+
+    def projects(self) -> list[str]:
+        return sorted(self._projects)
+
+    # ---- VPC networks ----------------------------------------------------------------------------
+
+    def create_network(self, project: str, name: str, *, subnets: Sequence[Subnet] = (),
+                       created_by: str = "") -> Network:
+        self._tick()
+        _check_gce_name("network", name)
+        p = self._project(project)
+        if name in p.networks:
+            raise AlreadyExists(f"The resource '{p.networks[name].path}' already exists")
+        p.networks[name] = Network(project, name, [copy.copy(s) for s in subnets], created_by)
+        self._commit()
+        return copy.deepcopy(p.networks[name])
+
+    def _network(self, project: str, name: str) -> Network:
+        net = self._project(project).networks.get(name)
+        if net is None:
+            raise NotFound(f"The resource 'projects/{project}/global/networks/{name}' was not found")
+        return net
+
+    def get_network(self, project: str, name: str) -> Network:
+        self._tick()
+        return copy.deepcopy(self._network(project, name))
+
+    def list_networks(self, project: str) -> list[Network]:
+        self._tick()
+        return [copy.deepcopy(n) for _, n in sorted(self._project(project).networks.items())]
+
+    def delete_network(self, project: str, name: str) -> None:
+        """Refused while an address, peering, cluster or Lustre instance uses it, as GCE does."""
+        self._tick()
+        net = self._network(project, name)
+        p = self._project(project)
+        users = [a.path for a in p.addresses.values() if a.network == name]
+        users += [f"{net.path}/peerings/{x.name}" for x in p.peerings.values() if x.network == name]
+        users += [c.self_link for c in p.clusters.values() if c.network == name]
+        users += [i.name for q in self._projects.values() for i in q.instances.values() if i.network == net.path]
+        if users:
+            raise FailedPrecondition(f"The network resource '{net.path}' is already being used by '{users[0]}'")
+        del p.networks[name]
+        self._commit()
+
+    # ---- global addresses (allocated ranges for private services access) ------------------------
+
+    async def create_address(self, project: str, name: str, *, network: str, purpose: str = "VPC_PEERING",
+                             prefix_length: int = 16, address: str | None = None) -> Address:
+        """Reserve a global range (takes address_create); the address is 10.x.0.0 unless given."""
+        self._tick()
+        _check_gce_name("address", name)
+        p = self._project(project)
+        if name in p.addresses:
+            raise AlreadyExists(f"The resource '{p.addresses[name].path}' already exists")
+        self._network(project, network)
+        if purpose not in ("VPC_PEERING", "PRIVATE_SERVICE_CONNECT"):
+            raise InvalidArgument(f"purpose {purpose!r} is invalid: use VPC_PEERING for private services access")
+        if purpose == "VPC_PEERING" and not 8 <= prefix_length <= 24:
+            raise InvalidArgument(f"prefix_length {prefix_length} is invalid: a VPC_PEERING range needs /8 to /24")
+        if address is None:
+            address = f"10.{p.next_range}.0.0"
+            p.next_range += 1
+        else:
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                raise InvalidArgument(f"address {address!r} is not an IPv4 address") from None
+        p.addresses[name] = Address(project, name, network, purpose, prefix_length, address, "RESERVING")
+        self._commit()
+        await self._wait_due(self._schedule("address_reserved", {"project": project, "name": name},
+                                            key="address_create"))
+        return self.get_address(project, name)
+
+    def _on_address_reserved(self, project: str, name: str) -> None:
+        if name in self._project(project).addresses:
+            self._project(project).addresses[name].status = "RESERVED"
+
+    def get_address(self, project: str, name: str) -> Address:
+        self._tick()
+        addr = self._project(project).addresses.get(name)
+        if addr is None:
+            raise NotFound(f"The resource 'projects/{project}/global/addresses/{name}' was not found")
+        return copy.deepcopy(addr)
+
+    def list_addresses(self, project: str) -> list[Address]:
+        self._tick()
+        return [copy.deepcopy(a) for _, a in sorted(self._project(project).addresses.items())]
+
+    async def delete_address(self, project: str, name: str) -> None:
+        """Release a range (takes address_delete); refused while a peering uses it."""
+        addr = self.get_address(project, name)
+        p = self._project(project)
+        for peering in p.peerings.values():
+            if name in peering.ranges:
+                raise FailedPrecondition(
+                    f"The address resource '{addr.path}' is already being used by "
+                    f"'projects/{project}/global/networks/{peering.network}/peerings/{peering.name}'"
+                )
+        await self._wait_due(self._schedule("address_gone", {"project": project, "name": name},
+                                            key="address_delete"))
+
+    def _on_address_gone(self, project: str, name: str) -> None:
+        self._project(project).addresses.pop(name, None)
+
+    # ---- service networking peerings -------------------------------------------------------------
+
+    def _check_ranges(self, project: str, network: str, ranges: Sequence[str]) -> None:
+        if not ranges:
+            raise InvalidArgument("ranges must name at least one allocated range")
+        p = self._project(project)
+        for name in ranges:
+            addr = p.addresses.get(name)
+            if addr is None:
+                raise NotFound(f"Allocated range '{name}' not found in project {project}")
+            if addr.purpose != "VPC_PEERING" or addr.network != network:
+                raise InvalidArgument(f"Allocated range '{name}' is not a VPC_PEERING range of network {network}")
+            if addr.status != "RESERVED":
+                raise FailedPrecondition(f"Allocated range '{name}' is still being reserved")
+
+    async def connect_peering(self, project: str, network: str, ranges: Sequence[str],
+                              service: str = SERVICE_NETWORKING) -> Peering:
+        """`gcloud services vpc-peerings connect` (takes peering_connect)."""
+        self._tick()
+        self._network(project, network)
+        self._check_ranges(project, network, ranges)
+        p = self._project(project)
+        key = f"{network}|{service}"
+        if key in p.peerings:
+            raise FailedPrecondition(
+                "Cannot modify allocated ranges in CreateConnection. Please use UpdateConnection."
+            )
+        p.peerings[key] = Peering(project, network, service, list(ranges), "CONNECTING")
+        self._commit()
+        await self._wait_due(self._schedule("peering_active", {"project": project, "key": key, "ranges": list(ranges)},
+                                            key="peering_connect"))
+        return self.get_peering(project, network, service)
+
+    async def update_peering(self, project: str, network: str, ranges: Sequence[str],
+                             service: str = SERVICE_NETWORKING, force: bool = False) -> Peering:
+        """`gcloud services vpc-peerings update [--force]`: dropping a range in use needs force."""
+        peering = self.get_peering(project, network, service)
+        self._check_ranges(project, network, ranges)
+        dropped = set(peering.ranges) - set(ranges)
+        if dropped and not force and self._lustre_on(project, network):
+            raise FailedPrecondition(
+                f"ranges {sorted(dropped)} are in use by producer services; use --force to remove them"
+            )
+        await self._wait_due(self._schedule("peering_active",
+                                            {"project": project, "key": f"{network}|{service}", "ranges": list(ranges)},
+                                            key="peering_connect"))
+        return self.get_peering(project, network, service)
+
+    def _on_peering_active(self, project: str, key: str, ranges: list[str]) -> None:
+        peering = self._project(project).peerings.get(key)
+        if peering is not None:
+            peering.status, peering.ranges = "ACTIVE", list(ranges)
+
+    def get_peering(self, project: str, network: str, service: str = SERVICE_NETWORKING) -> Peering:
+        self._tick()
+        peering = self._project(project).peerings.get(f"{network}|{service}")
+        if peering is None:
+            raise NotFound(f"No peering of network {network} with {service} in project {project}")
+        return copy.deepcopy(peering)
+
+    def list_peerings(self, project: str, network: str | None = None) -> list[Peering]:
+        self._tick()
+        items = sorted(self._project(project).peerings.items())
+        return [copy.deepcopy(x) for _, x in items if network is None or x.network == network]
+
+    async def delete_peering(self, project: str, network: str, service: str = SERVICE_NETWORKING) -> None:
+        """Takes peering_delete; refused while a Lustre instance uses the network."""
+        self.get_peering(project, network, service)
+        users = self._lustre_on(project, network)
+        if users:
+            raise FailedPrecondition(
+                "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) "
+                f"are still using this connection: {users[0]}"
+            )
+        key = f"{network}|{service}"
+        self._project(project).peerings[key].status = "DELETING"
+        self._commit()
+        await self._wait_due(self._schedule("peering_gone", {"project": project, "key": key}, key="peering_delete"))
+
+    def _on_peering_gone(self, project: str, key: str) -> None:
+        self._project(project).peerings.pop(key, None)
+
+    def _lustre_on(self, project: str, network: str) -> list[str]:
+        path = f"projects/{project}/global/networks/{network}"
+        return [i.name for q in self._projects.values() for i in q.instances.values() if i.network == path]
+
+    # ---- service usage ---------------------------------------------------------------------------
+
+    async def enable_services(self, project: str, services: Iterable[str]) -> list[str]:
+        """`gcloud services enable` (one enable_apis wait for the batch); returns all enabled."""
+        self._tick()
+        wanted = list(dict.fromkeys(services))
+        for name in wanted:
+            if not re.match(r"^[a-z0-9-]+(\.[a-z0-9-]+)*\.googleapis\.com$", name):
+                raise InvalidArgument(f"service {name!r} is not a Google API name like compute.googleapis.com")
+        new = [s for s in wanted if s not in self._project(project).services]
+        if new:
+            await self._wait_due(self._schedule("services_enabled", {"project": project, "services": new},
+                                                key="enable_apis"))
+        return self.list_services(project)
+
+    def _on_services_enabled(self, project: str, services: list[str]) -> None:
+        self._project(project).services.update(services)
+
+    def list_services(self, project: str) -> list[str]:
+        self._tick()
+        return sorted(self._project(project).services)
+
+    # ---- GKE clusters ----------------------------------------------------------------------------
+
+    def _cluster(self, project: str, location: str, name: str) -> container_v1.Cluster:
+        cluster = self._project(project).clusters.get(f"{location}/{name}")
+        if cluster is None:
+            raise NotFound(
+                f"Not found: projects/{project}/locations/{location}/clusters/{name}. "
+                f"Could not find [{name}] in [{location}]."
+            )
+        return cluster
+
+    def get_cluster(self, project: str, location: str, name: str) -> container_v1.Cluster:
+        self._tick()
+        return _copy(self._cluster(project, location, name))
+
+    def list_clusters(self, project: str, location: str = "-") -> list[container_v1.Cluster]:
+        self._tick()
+        return [_copy(c) for k, c in sorted(self._project(project).clusters.items())
+                if location == "-" or c.location == location]
+
+    def list_node_pools(self, project: str, location: str, cluster: str) -> list[container_v1.NodePool]:
+        return list(self.get_cluster(project, location, cluster).node_pools)
+
+    def get_node_pool(self, project: str, location: str, cluster: str, pool: str) -> container_v1.NodePool:
+        for np in self.list_node_pools(project, location, cluster):
+            if np.name == pool:
+                return np
+        raise NotFound(f"Not found: projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{pool}.")
+
+    def _busy(self, p: _Project, location: str, cluster: str) -> None:
+        """A busy cluster refuses a second operation, with the real API's wording."""
+        prefix = f"/locations/{location}/clusters/{cluster}"
+        verbs = {OpType.CREATE_CLUSTER: "creating", OpType.DELETE_CLUSTER: "deleting",
+                 OpType.UPDATE_CLUSTER: "updating", OpType.CREATE_NODE_POOL: "creating a node pool in"}
+        for op in p.cluster_ops.values():
+            link = op.target_link
+            if op.status != OpStatus.DONE and (link.endswith(prefix) or f"{prefix}/" in link):
+                verb = verbs.get(op.operation_type, "operating on")
+                raise FailedPrecondition(
+                    f"Operation {op.name} is currently {verb} cluster {cluster}. "
+                    "Please wait and try again once it is done."
+                )
+
+    def _start_cluster_op(self, p: _Project, location: str, cluster: str, op_type: OpType,
+                          target_suffix: str = "") -> container_v1.Operation:
+        name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+        base = f"{GKE_API}/projects/{project_number(p.id)}/locations/{location}"
+        op = container_v1.Operation(
+            name=name, zone=location, location=location, operation_type=op_type, status=OpStatus.RUNNING,
+            self_link=f"{base}/operations/{name}", target_link=f"{base}/clusters/{cluster}{target_suffix}",
+            start_time=_rfc3339(),
+        )
+        p.cluster_ops[name] = op
+        return op
+
+    def _finish_cluster_op(self, project: str, name: str) -> None:
+        op = self._project(project).cluster_ops.get(name)
+        if op is not None:
+            op.status, op.end_time = OpStatus.DONE, _rfc3339()
+
+    def _prepare_pool(self, project: str, location: str, cluster: str, np: container_v1.NodePool) -> None:
+        np.status = container_v1.NodePool.Status.PROVISIONING
+        np.self_link = f"{GKE_API}/projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{np.name}"
+        np.version = np.version or GKE_VERSION
+        np.initial_node_count = np.initial_node_count or 3
+        np.config.machine_type = np.config.machine_type or "e2-medium"
+
+    def create_cluster(self, project: str, location: str, cluster: container_v1.Cluster, *,
+                       key: str = "xpk_control_plane", seconds: float | None = None) -> container_v1.Operation:
+        """Start CREATE_CLUSTER: PROVISIONING now, RUNNING (with its node pools) after `key`'s time."""
+        self._tick()
+        name = cluster.name
+        if not _CLUSTER_NAME.match(name or ""):
+            raise InvalidArgument(
+                f"Invalid value for field 'cluster.name': {name!r}. Must be 1-40 characters, start with a "
+                "lowercase letter, and contain only lowercase letters, digits and hyphens."
+            )
+        p = self._project(project)
+        if f"{location}/{name}" in p.clusters:
+            raise AlreadyExists(f"Already exists: projects/{project}/locations/{location}/clusters/{name}.")
+        c = _copy(cluster)
+        c.network = _NETWORK_PATH.sub(r"\g<network>", c.network) or "default"
+        if c.network not in p.networks:
+            raise NotFound(f'Network "{c.network}" does not exist.')
+        c.subnetwork = c.subnetwork or c.network
+        c.location, c.zone, c.endpoint, c.status = location, location, "127.0.0.1", Status.PROVISIONING
+        c.self_link = f"{GKE_API}/projects/{project}/locations/{location}/clusters/{name}"
+        c.create_time, c.id = _rfc3339(), uuid.uuid4().hex
+        c.current_master_version = c.initial_cluster_version or GKE_VERSION
+        if not c.node_pools and c.initial_node_count:
+            c.node_pools = [container_v1.NodePool(name="default-pool", initial_node_count=c.initial_node_count,
+                                                  config=c.node_config)]
+        c.initial_node_count = 0
+        for np in c.node_pools:
+            self._prepare_pool(project, location, name, np)
+        p.clusters[f"{location}/{name}"] = c
+        op = self._start_cluster_op(p, location, name, OpType.CREATE_CLUSTER)
+        self._schedule("cluster_running", {"project": project, "location": location, "cluster": name,
+                                           "operation": op.name}, key=key, seconds=seconds)
+        self._commit()
+        return _copy(op)
+
+    def _on_cluster_running(self, project: str, location: str, cluster: str, operation: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        if c is None:
+            return
+        c.status = Status.RUNNING
+        for np in c.node_pools:
+            np.status = container_v1.NodePool.Status.RUNNING
+        c.current_node_count = sum(np.initial_node_count for np in c.node_pools)
+        self._emit("cluster_running", project, location, cluster, endpoint=c.endpoint)
+        for np in c.node_pools:
+            self._emit("node_pool_ready", project, location, cluster, **_pool_data(np))
+
+    def create_node_pool(self, project: str, location: str, cluster: str, pool: container_v1.NodePool, *,
+                         key: str = "xpk_node_pool", seconds: float | None = None) -> container_v1.Operation:
+        """Start CREATE_NODE_POOL on a RUNNING, idle cluster; the pool is RUNNING after `key`'s time."""
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._busy(p, location, cluster)
+        if c.status != Status.RUNNING:
+            raise FailedPrecondition(f"Cluster {cluster} is not running (status {c.status.name}).")
+        if any(np.name == pool.name for np in c.node_pools):
+            raise AlreadyExists(
+                f"Already exists: projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{pool.name}."
+            )
+        _check_gce_name("nodePool", pool.name)
+        np = _copy(pool)
+        self._prepare_pool(project, location, cluster, np)
+        c.node_pools.append(np)
+        op = self._start_cluster_op(p, location, cluster, OpType.CREATE_NODE_POOL, f"/nodePools/{np.name}")
+        self._schedule("node_pool_ready", {"project": project, "location": location, "cluster": cluster,
+                                           "pool": np.name, "operation": op.name}, key=key, seconds=seconds)
+        self._commit()
+        return _copy(op)
+
+    def _on_node_pool_ready(self, project: str, location: str, cluster: str, pool: str, operation: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        for np in c.node_pools if c is not None else []:
+            if np.name == pool:
+                np.status = container_v1.NodePool.Status.RUNNING
+                c.current_node_count = sum(n.initial_node_count for n in c.node_pools
+                                           if n.status == container_v1.NodePool.Status.RUNNING)
+                self._emit("node_pool_ready", project, location, cluster, **_pool_data(np))
+
+    def update_addons(self, project: str, location: str, cluster: str,
+                      addons: container_v1.AddonsConfig) -> container_v1.Operation:
+        """UpdateCluster(desired_addons_config): RECONCILING for addon_update; only the addons set change."""
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._busy(p, location, cluster)
+        if c.status != Status.RUNNING:
+            raise FailedPrecondition(f"Cluster {cluster} is not running (status {c.status.name}).")
+        if not container_v1.AddonsConfig.pb(addons).ListFields():
+            raise InvalidArgument("desired_addons_config sets no addon")
+        c.status = Status.RECONCILING
+        op = self._start_cluster_op(p, location, cluster, OpType.UPDATE_CLUSTER)
+        self._schedule("addons_applied", {"project": project, "location": location, "cluster": cluster,
+                                          "operation": op.name, "addons": container_v1.AddonsConfig.to_json(addons)},
+                       key="addon_update")
+        self._commit()
+        return _copy(op)
+
+    def _on_addons_applied(self, project: str, location: str, cluster: str, operation: str, addons: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        if c is None:
+            return
+        desired = container_v1.AddonsConfig.pb(container_v1.AddonsConfig.from_json(addons))
+        current = container_v1.Cluster.pb(c).addons_config
+        for fd, value in desired.ListFields():
+            getattr(current, fd.name).CopyFrom(value)
+        c.status = Status.RUNNING
+        self._emit("addons_changed", project, location, cluster,
+                   ray_operator=current.ray_operator_config.enabled,
+                   lustre_csi_driver=current.lustre_csi_driver_config.enabled)
+
+    def delete_cluster(self, project: str, location: str, cluster: str, *, key: str = "xpk_delete",
+                       seconds: float | None = None) -> container_v1.Operation:
+        """Start DELETE_CLUSTER: STOPPING now, gone (with its node pools) after `key`'s time."""
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._busy(p, location, cluster)
+        c.status = Status.STOPPING
+        op = self._start_cluster_op(p, location, cluster, OpType.DELETE_CLUSTER)
+        self._schedule("cluster_gone", {"project": project, "location": location, "cluster": cluster,
+                                        "operation": op.name}, key=key, seconds=seconds)
+        self._commit()
+        return _copy(op)
+
+    def _on_cluster_gone(self, project: str, location: str, cluster: str, operation: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.pop(f"{location}/{cluster}", None)
+        if c is None:
+            return
+        for np in c.node_pools:
+            self._emit("node_pool_deleted", project, location, cluster, node_pool=np.name)
+        self._emit("cluster_deleted", project, location, cluster)
+
+    def get_cluster_operation(self, project: str, location: str, operation: str) -> container_v1.Operation:
+        self._tick()
+        op = self._project(project).cluster_ops.get(operation)
+        if op is None or location not in ("-", op.location):
+            raise NotFound(f"Not found: projects/{project}/locations/{location}/operations/{operation}.")
+        return _copy(op)
+
+    def list_cluster_operations(self, project: str, location: str = "-") -> list[container_v1.Operation]:
+        self._tick()
+        return [_copy(op) for _, op in sorted(self._project(project).cluster_ops.items())
+                if location in ("-", op.location)]
+
+    async def wait_cluster_operation(self, project: str, location: str, operation: str,
+                                     timeout: float | None = None) -> container_v1.Operation:
+        self.get_cluster_operation(project, location, operation)
+        ops = self._project(project).cluster_ops
+        await self._wait(lambda: ops[operation].status == OpStatus.DONE, timeout)
+        return _copy(ops[operation])
+
+    # ---- xpk (what `xpk cluster create/delete` does, phase by phase) -----------------------------
+
+    async def xpk_cluster_create(self, project: str, zone: str, cluster: str, *, num_nodes: int,
+                                 device_type: str = "b200-8", spot: bool = True,
+                                 default_pool_cpu_machine_type: str = "e2-standard-4",
+                                 progress: Callable[[str], None] | None = None) -> container_v1.Cluster:
+        """Networks at xpk_networks, control plane at xpk_control_plane, the GPU pool at
+        xpk_node_pool, exit at xpk_done (minutes after start). Re-running skips what exists.
+        `--enable-lustre-csi-driver` is deliberately absent: on the Toolkit path it has no effect."""
+        device = XPK_DEVICE_TYPES.get(device_type)
+        if device is None:
+            raise InvalidArgument(f"device type {device_type!r} is not known; try one of {sorted(XPK_DEVICE_TYPES)}")
+        if num_nodes < 1:
+            raise InvalidArgument(f"num_nodes must be >= 1, got {num_nodes}")
+        say = progress or (lambda _line: None)
+        region = region_of(zone)
+        t_net, t_cp, t_np, t_done = self.clock.offsets(XPK_MILESTONES)
+        start = time.monotonic()
+
+        def left(t: float) -> float:
+            return max(0.0, t - (time.monotonic() - start))
+
+        say(f"[XPK] Creating networks and firewall rules for {cluster} with Cluster Toolkit")
+        await asyncio.sleep(left(t_net))
+        for net in _xpk_networks(project, region, cluster):
+            if net.name not in self._project(project).networks:
+                self.create_network(project, net.name, subnets=net.subnets, created_by="xpk")
+        say(f"[XPK] Networks {cluster}-net-0, {cluster}-net-1, {cluster}-rdma-net are ready")
+        p = self._project(project)
+        if f"{region}/{cluster}" not in p.clusters:
+            op = self.create_cluster(project, region, _xpk_cluster(cluster, zone, default_pool_cpu_machine_type),
+                                     seconds=left(t_cp))
+            say(f"[XPK] Creating GKE cluster {cluster} in {region} (operation {op.name})")
+        await self._wait(lambda: self._cluster(project, region, cluster).status != Status.PROVISIONING)
+        say(f"[XPK] GKE control plane of {cluster} is RUNNING")
+        pool = _xpk_pool(cluster, zone, device, num_nodes, spot)
+        if all(np.name != pool.name for np in self._cluster(project, region, cluster).node_pools):
+            op = self.create_node_pool(project, region, cluster, pool, seconds=left(t_np))
+            say(f"[XPK] Creating node pool {pool.name}: {num_nodes} x {device.machine_type} (operation {op.name})")
+            await self.wait_cluster_operation(project, region, op.name)
+        say(f"[XPK] Node pool {pool.name} is ready; installing JobSet and Kueue")
+        await asyncio.sleep(left(t_done))
+        self._emit("xpk_cluster_ready", project, region, cluster, zone=zone, node_pool=pool.name)
+        say("[XPK] Exiting XPK cleanly")
+        return self.get_cluster(project, region, cluster)
+
+    async def xpk_cluster_delete(self, project: str, zone: str, cluster: str, *, delete_networks: bool = True,
+                                 progress: Callable[[str], None] | None = None) -> None:
+        """Delete the cluster (xpk_delete), then xpk's networks. delete_networks=False is what xpk
+        does when run outside its state directory. A network still used (e.g. by a peering) stays
+        and FailedPrecondition says which."""
+        say = progress or (lambda _line: None)
+        region = region_of(zone)
+        if f"{region}/{cluster}" in self._project(project).clusters:
+            op = self.delete_cluster(project, region, cluster)
+            say(f"[XPK] Deleting GKE cluster {cluster} (operation {op.name})")
+            await self.wait_cluster_operation(project, region, op.name)
+        else:
+            say(f"[XPK] Cluster {cluster} not found in {region}")
+        errors: list[str] = []
+        for net in _xpk_networks(project, region, cluster) if delete_networks else []:
+            if net.name in self._project(project).networks:
+                try:
+                    self.delete_network(project, net.name)
+                    say(f"[XPK] Deleted network {net.name}")
+                except CloudError as exc:
+                    errors.append(exc.message)
+        if errors:
+            raise FailedPrecondition("; ".join(errors))
+
+    # ---- Managed Lustre --------------------------------------------------------------------------
+
+    def _instance(self, project: str, location: str, instance_id: str) -> lustre_v1.Instance:
+        name = f"projects/{project}/locations/{location}/instances/{instance_id}"
+        inst = self._project(project).instances.get(name)
+        if inst is None:
+            raise NotFound(f"Resource '{name}' was not found")
+        return inst
+
+    def get_lustre_instance(self, project: str, location: str, instance_id: str) -> lustre_v1.Instance:
+        self._tick()
+        return _copy(self._instance(project, location, instance_id))
+
+    def list_lustre_instances(self, project: str, location: str = "-") -> list[lustre_v1.Instance]:
+        self._tick()
+        prefix = f"projects/{project}/locations/{location}/instances/"
+        return [_copy(i) for n, i in sorted(self._project(project).instances.items())
+                if location == "-" or n.startswith(prefix)]
+
+    def lustre_dir(self, project: str, location: str, instance_id: str) -> Path:
+        """The local folder standing in for the instance's filesystem (exists while ACTIVE)."""
+        return self.state_dir / "lustre" / project / location / instance_id
+
+    def _validate_lustre(self, instance_id: str, inst: lustre_v1.Instance) -> tuple[str, str]:
+        if not _INSTANCE_ID.match(instance_id or ""):
+            raise InvalidArgument(
+                f"instance_id {instance_id!r} is invalid: use 1-63 lowercase letters, digits or hyphens, "
+                "starting with a letter and ending with a letter or digit"
+            )
+        if not _FILESYSTEM.match(inst.filesystem or ""):
+            raise InvalidArgument(f"instance.filesystem {inst.filesystem!r} is invalid: use 1-8 letters or digits")
+        rule = LUSTRE_CAPACITY_TIERS.get(inst.per_unit_storage_throughput)
+        if rule is None:
+            raise InvalidArgument(
+                f"instance.per_unit_storage_throughput {inst.per_unit_storage_throughput} is invalid: use one of "
+                f"{', '.join(str(t) for t in sorted(LUSTRE_CAPACITY_TIERS))} (MB/s per TiB)"
+            )
+        problem = rule.check(inst.capacity_gib)
+        if problem:
+            raise InvalidArgument(
+                f"instance.capacity_gib {inst.capacity_gib} is not allowed for per_unit_storage_throughput "
+                f"{inst.per_unit_storage_throughput}: {problem}"
+            )
+        match = _NETWORK_PATH.match(inst.network or "")
+        if match is None:
+            raise InvalidArgument(
+                f"instance.network {inst.network!r} is invalid: use projects/PROJECT/global/networks/NETWORK"
+            )
+        net_project, network = match["project"], match["network"]
+        if network not in self._project(net_project).networks:
+            raise InvalidArgument(f"instance.network {inst.network!r} does not exist")
+        peering = self._project(net_project).peerings.get(f"{network}|{SERVICE_NETWORKING}")
+        if peering is None or peering.status != "ACTIVE":
+            raise FailedPrecondition(
+                f"network {inst.network} has no private services access: allocate a range "
+                f"(gcloud compute addresses create --global --purpose=VPC_PEERING --network={network}) and "
+                f"connect it (gcloud services vpc-peerings connect --service={SERVICE_NETWORKING} "
+                f"--network={network})"
+            )
+        return net_project, network
+
+    def create_lustre_instance(self, project: str, location: str, instance_id: str, instance: lustre_v1.Instance,
+                               *, request_id: str = "") -> operations_pb2.Operation:
+        """Start a create: CREATING now, ACTIVE with mount_point after lustre_create. A repeated
+        request_id returns the first operation (the API's idempotent retry)."""
+        self._tick()
+        if request_id and request_id in self._request_ids:
+            return self._lro.get(self._request_ids[request_id])
+        if not location or location == "-":
+            raise InvalidArgument(f"location {location!r} is invalid: name one zone, e.g. us-east1-b")
+        self._validate_lustre(instance_id, instance)
+        p = self._project(project)
+        name = f"projects/{project}/locations/{location}/instances/{instance_id}"
+        if name in p.instances:
+            raise AlreadyExists(f"Resource '{name}' already exists")
+        inst = _copy(instance)
+        inst.name, inst.state, inst.mount_point, inst.uid = name, LustreState.CREATING, "", str(uuid.uuid4())
+        inst.create_time = inst.update_time = utcnow()
+        p.instances[name] = inst
+        op = self._start_lro(project, location, name, "create", request_id)
+        self._schedule("lustre_ready", {"project": project, "name": name, "operation": op.name}, key="lustre_create")
+        self._commit()
+        return op
+
+    def _start_lro(self, project: str, location: str, target: str, verb: str,
+                   request_id: str) -> operations_pb2.Operation:
+        op_id = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:12]}"
+        op_name = f"projects/{project}/locations/{location}/operations/{op_id}"
+        meta = lustre_v1.OperationMetadata(create_time=utcnow(), target=target, verb=verb, api_version="v1")
+        if request_id:
+            self._request_ids[request_id] = op_name
+        return self._lro.start(op_name, meta)
+
+    def _finish_lro(self, op_name: str, *, response: Any = None, error: CloudError | None = None,
+                    code: grpc.StatusCode | None = None, cancelled: bool = False) -> None:
+        meta = self._lro.metadata(op_name, lustre_v1.OperationMetadata)
+        meta.end_time = utcnow()
+        meta.requested_cancellation = cancelled
+        self._lro.finish(op_name, metadata=meta, response=response, error=error, error_code=code)
+
+    def _on_lustre_ready(self, project: str, name: str, operation: str) -> None:
+        inst = self._project(project).instances.get(name)
+        if inst is None or inst.state != LustreState.CREATING:
+            return
+        net_project, network = _NETWORK_PATH.match(inst.network).group("project", "network")  # type: ignore[union-attr]
+        q = self._project(net_project)
+        peering = q.peerings.get(f"{network}|{SERVICE_NETWORKING}")
+        if peering is None or not peering.ranges or peering.ranges[0] not in q.addresses:
+            del self._project(project).instances[name]
+            self._finish_lro(operation, error=FailedPrecondition(
+                f"private services access of network {inst.network} was removed while the instance was created"))
+            return
+        first = peering.ranges[0]
+        host = q.lustre_hosts.get(first, 0)
+        q.lustre_hosts[first] = host + 1
+        ip = ipaddress.IPv4Address(q.addresses[first].address) + 2 + host
+        inst.state, inst.mount_point, inst.update_time = LustreState.ACTIVE, f"{ip}@tcp:/{inst.filesystem}", utcnow()
+        location, instance_id = name.split("/")[3], name.split("/")[5]
+        folder = self.lustre_dir(project, location, instance_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._finish_lro(operation, response=inst)
+        self._emit("lustre_active", project, location, instance_id, mount_point=inst.mount_point,
+                   capacity_gib=inst.capacity_gib, dir=str(folder))
+
+    def delete_lustre_instance(self, project: str, location: str, instance_id: str, *,
+                               request_id: str = "") -> operations_pb2.Operation:
+        """Start a delete: DELETING now, gone (with its folder) after lustre_delete."""
+        self._tick()
+        if request_id and request_id in self._request_ids:
+            return self._lro.get(self._request_ids[request_id])
+        inst = self._instance(project, location, instance_id)
+        if inst.state in (LustreState.CREATING, LustreState.DELETING):
+            raise FailedPrecondition(f"Instance {inst.name} is {inst.state.name}; wait for its operation to finish")
+        inst.state, inst.update_time = LustreState.DELETING, utcnow()
+        op = self._start_lro(project, location, inst.name, "delete", request_id)
+        self._schedule("lustre_gone", {"project": project, "name": inst.name, "operation": op.name},
+                       key="lustre_delete")
+        self._commit()
+        return op
+
+    def _on_lustre_gone(self, project: str, name: str, operation: str) -> None:
+        self._project(project).instances.pop(name, None)
+        location, instance_id = name.split("/")[3], name.split("/")[5]
+        shutil.rmtree(self.lustre_dir(project, location, instance_id), ignore_errors=True)
+        self._finish_lro(operation, response=empty_pb2.Empty())
+        self._emit("lustre_deleted", project, location, instance_id)
+
+    # ---- google.longrunning operations (Lustre) ----------------------------------------------------
+
+    def get_operation(self, name: str) -> operations_pb2.Operation:
+        self._tick()
+        return self._lro.get(name)
+
+    def list_operations(self, collection: str) -> list[operations_pb2.Operation]:
+        """Operations under 'projects/P/locations/L'."""
+        self._tick()
+        return self._lro.list(collection)
+
+    def delete_operation(self, name: str) -> None:
+        self._tick()
+        self._lro.delete(name)
+        self._commit()
+
+    def cancel_operation(self, name: str) -> None:
+        """Cancel a running create (the instance is rolled back); deletes cannot be cancelled."""
+        self._tick()
+        op = self._lro.get(name)
+        if op.done:
+            return
+        due = next((d for d in self._due if d.args.get("operation") == name), None)
+        if due is None or due.action != "lustre_ready":
+            raise FailedPrecondition(f"Operation '{name}' cannot be cancelled")
+        self._due.remove(due)
+        self._project(due.args["project"]).instances.pop(due.args["name"], None)
+        self._finish_lro(name, error=CloudError("Operation was cancelled"), code=grpc.StatusCode.CANCELLED,
+                         cancelled=True)
+        self._commit()
+        self._arm()
+
+    async def wait_operation(self, name: str, timeout: float | None = None) -> operations_pb2.Operation:
+        self._lro.get(name)
+        await self._wait(lambda: not self._lro.running(name), timeout)
+        return self._lro.get(name)
+
+
+# ---- helpers kept out of the class -----------------------------------------------------------------
+
+
+def _new_project(project: str) -> _Project:
+    """A fresh project: `default` network with private services access already set up."""
+    p = _Project(project)
+    p.networks["default"] = Network(project, "default", [
+        Subnet("default", "us-east1", "10.142.0.0/20"),
+        Subnet("default", "us-central1", "10.128.0.0/20"),
+    ])
+    p.addresses["google-managed-services-default"] = Address(
+        project, "google-managed-services-default", "default", "VPC_PEERING", 16, "10.80.0.0")
+    p.peerings[f"default|{SERVICE_NETWORKING}"] = Peering(
+        project, "default", SERVICE_NETWORKING, ["google-managed-services-default"])
+    return p
+
+
+def _xpk_networks(project: str, region: str, cluster: str) -> list[Network]:
+    return [
+        Network(project, f"{cluster}-net-0", [Subnet(f"{cluster}-sub-0", region, "192.168.0.0/18")], "xpk"),
+        Network(project, f"{cluster}-net-1", [Subnet(f"{cluster}-sub-1", region, "192.168.64.0/18")], "xpk"),
+        Network(project, f"{cluster}-rdma-net",
+                [Subnet(f"{cluster}-rdma-sub-{i}", region, f"192.168.{128 + i}.0/24") for i in range(8)], "xpk"),
+    ]
+
+
+def _xpk_cluster(cluster: str, zone: str, cpu_machine_type: str) -> container_v1.Cluster:
+    return container_v1.Cluster(
+        name=cluster, network=f"{cluster}-net-0", subnetwork=f"{cluster}-sub-0", locations=[zone],
+        resource_labels={"created-by": "xpk"},
+        node_pools=[container_v1.NodePool(name="default-pool", initial_node_count=1, locations=[zone],
+                                          config=container_v1.NodeConfig(machine_type=cpu_machine_type))],
+    )
+
+
+def _xpk_pool(cluster: str, zone: str, device: XpkDevice, num_nodes: int, spot: bool) -> container_v1.NodePool:
+    labels = {"cloud.google.com/gke-accelerator": device.accelerator_type}
+    if spot:
+        labels["cloud.google.com/gke-spot"] = "true"
+    return container_v1.NodePool(
+        name=f"{cluster}-np-0", initial_node_count=num_nodes, locations=[zone],
+        config=container_v1.NodeConfig(
+            machine_type=device.machine_type, spot=spot, labels=labels,
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=device.accelerators_per_node,
+                                                         accelerator_type=device.accelerator_type)],
+            taints=[container_v1.NodeTaint(key="nvidia.com/gpu", value="present",
+                                           effect=container_v1.NodeTaint.Effect.NO_SCHEDULE)],
+        ),
+    )
+
+
+def _pool_data(np: container_v1.NodePool) -> dict[str, Any]:
+    """What a node controller needs to make Node objects for a pool."""
+    accel = np.config.accelerators[0] if np.config.accelerators else None
+    return {
+        "node_pool": np.name,
+        "node_count": np.initial_node_count,
+        "machine_type": np.config.machine_type,
+        "spot": np.config.spot,
+        "accelerator_type": accel.accelerator_type if accel else "",
+        "accelerator_count": accel.accelerator_count if accel else 0,
+        "labels": dict(np.config.labels),
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect.name} for t in np.config.taints],
+        "locations": list(np.locations),
+    }
+
+
+def _project_to_json(p: _Project) -> dict[str, Any]:
+    return {
+        "networks": [dataclasses.asdict(n) for n in p.networks.values()],
+        "addresses": [dataclasses.asdict(a) for a in p.addresses.values()],
+        "peerings": [dataclasses.asdict(x) for x in p.peerings.values()],
+        "services": sorted(p.services),
+        "clusters": [json.loads(container_v1.Cluster.to_json(c)) for c in p.clusters.values()],
+        "cluster_ops": [json.loads(container_v1.Operation.to_json(o)) for o in p.cluster_ops.values()],
+        "instances": [json.loads(lustre_v1.Instance.to_json(i)) for i in p.instances.values()],
+        "next_range": p.next_range,
+        "lustre_hosts": p.lustre_hosts,
+    }
+
+
+def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
+    def proto(cls: Any, item: dict[str, Any]) -> Any:
+        return cls.from_json(json.dumps(item), ignore_unknown_fields=True)
+
+    p = _Project(pid)
+    for n in d["networks"]:
+        net = Network(**{**n, "subnets": [Subnet(**s) for s in n["subnets"]]})
+        p.networks[net.name] = net
+    p.addresses = {a["name"]: Address(**a) for a in d["addresses"]}
+    p.peerings = {f"{x['network']}|{x['service']}": Peering(**x) for x in d["peerings"]}
+    p.services = set(d["services"])
+    for item in d["clusters"]:
+        c = proto(container_v1.Cluster, item)
+        p.clusters[f"{c.location}/{c.name}"] = c
+    p.cluster_ops = {o.name: o for o in (proto(container_v1.Operation, i) for i in d["cluster_ops"])}
+    p.instances = {i.name: i for i in (proto(lustre_v1.Instance, x) for x in d["instances"])}
+    p.next_range = int(d["next_range"])
+    p.lustre_hosts = {k: int(v) for k, v in d["lustre_hosts"].items()}
+    return p
