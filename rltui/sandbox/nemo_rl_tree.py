@@ -1,0 +1,60 @@
+"""What the sandbox puts where the nemo-rl image has /opt/nemo-rl and uv, so the codelab's
+unmodified run_nemo_rl.sh (`cd $NEMO_RL_DIR; uv run python examples/run_grpo_math.py ...`)
+runs the GRPO demo instead of NeMo-RL.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import rltui
+from rltui.sandbox.grpo_demo import DEFAULT_CONFIG_PATH
+
+RUN_GRPO_MATH = '''\
+#!/usr/bin/env python3
+"""rltui sandbox stand-in for NeMo-RL's examples/run_grpo_math.py: runs rltui's GRPO demo."""
+import sys
+
+sys.path.insert(0, {root!r})
+from rltui.sandbox.grpo_demo import main
+
+raise SystemExit(main(sys.argv[1:]))
+'''
+
+UV_SHIM = '''\
+#!/bin/sh
+# rltui sandbox stand-in for uv: `uv run python ARGS...` runs ARGS with the sandbox's python.
+if [ "$1" = run ] && {{ [ "$2" = python ] || [ "$2" = python3 ]; }}; then
+    shift 2
+    exec {python} "$@"
+fi
+echo "uv (rltui sandbox): only 'uv run python ARGS...' is supported, got: uv $*" >&2
+exit 2
+'''
+
+
+def install_fake_nemo_rl(dest: Path) -> Path:
+    """Write dest/examples/run_grpo_math.py and dest/examples/configs/grpo_math_70B_megatron.yaml."""
+    dest = Path(dest)
+    configs = dest / "examples" / "configs"
+    configs.mkdir(parents=True, exist_ok=True)
+    # The folder holding the rltui package, so the shim imports this very rltui.
+    root = str(Path(rltui.__file__).resolve().parent.parent)
+    script = dest / "examples" / "run_grpo_math.py"
+    script.write_text(RUN_GRPO_MATH.format(root=root), encoding="utf-8")
+    script.chmod(0o755)
+    shutil.copyfile(DEFAULT_CONFIG_PATH, configs / DEFAULT_CONFIG_PATH.name)
+    return dest
+
+
+def write_uv_shim(bin_dir: Path) -> Path:
+    """Write an executable bin_dir/uv bound to this interpreter (sys.executable, now)."""
+    bin_dir = Path(bin_dir)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    uv = bin_dir / "uv"
+    uv.write_text(UV_SHIM.format(python=shlex.quote(sys.executable)), encoding="utf-8")
+    uv.chmod(0o755)
+    return uv
