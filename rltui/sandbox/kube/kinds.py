@@ -1,0 +1,141 @@
+"""What the real apiserver does per kind on create/update: validation and defaults."""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+from rltui.sandbox.kube.errors import invalid
+from rltui.sandbox.kube.resources import ResourceType
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+# Fields the real API requires, per resource (path, message).
+_REQUIRED: dict[str, list[tuple[str, ...]]] = {
+    "pods": [("spec", "containers")],
+    "persistentvolumes": [("spec", "capacity"), ("spec", "accessModes")],
+    "persistentvolumeclaims": [("spec", "accessModes"), ("spec", "resources", "requests", "storage")],
+    "services": [("spec", "ports")],
+    "daemonsets": [("spec", "selector"), ("spec", "template")],
+    "rayclusters": [("spec", "headGroupSpec")],
+    "events": [("involvedObject",)],
+}
+
+
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def validate_name(rtype: ResourceType, name: str) -> None:
+    if rtype.plural in ("services", "namespaces"):
+        pattern, what, example = (_LABEL_1035, "RFC 1035 label", "my-name") if rtype.plural == "services" \
+            else (_LABEL_1123, "RFC 1123 label", "my-name")
+        limit = 63
+    else:
+        pattern, what, example, limit = _SUBDOMAIN, "RFC 1123 subdomain", "example.com", 253
+    if len(name) > limit or not pattern.match(name):
+        raise invalid(rtype, name, "metadata.name", "FieldValueInvalid",
+                      f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
+                      f"alphanumeric characters, '-' or '.', and must start and end with an "
+                      f"alphanumeric character (e.g. '{example}')")
+
+
+def validate(rtype: ResourceType, obj: dict) -> None:
+    name = obj["metadata"]["name"]
+    for path in _REQUIRED.get(rtype.plural, []):
+        value = _dig(obj, path)
+        if value in (None, "", [], {}):
+            raise invalid(rtype, name, ".".join(path), "FieldValueRequired", "Required value")
+
+
+def _default_pod(obj: dict) -> None:
+    obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    for container in spec.get("containers") or []:
+        for port in container.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+
+
+def _default_service(obj: dict, serial: int) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if "clusterIP" not in spec:
+        spec["clusterIP"] = f"10.96.{serial // 250 % 250}.{serial % 250 + 2}"
+    spec.setdefault("clusterIPs", [spec["clusterIP"]])
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    obj["status"] = {"loadBalancer": {}}
+
+
+def _default_secret(obj: dict) -> None:
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+
+
+def _default_event(obj: dict, now: str) -> None:
+    # What client-go's event recorder fills in; saves the toy controller the bookkeeping.
+    if not obj.get("eventTime") and not obj.get("lastTimestamp"):
+        obj["firstTimestamp"] = obj["lastTimestamp"] = now
+    obj.setdefault("count", 1)
+    obj.setdefault("type", "Normal")
+
+
+def defaults_on_create(rtype: ResourceType, obj: dict, serial: int) -> None:
+    """Fill defaults and reset status the way the real strategies' PrepareForCreate do."""
+    plural = rtype.plural
+    if plural == "pods":
+        _default_pod(obj)
+    elif plural == "services":
+        _default_service(obj, serial)
+    elif plural == "secrets":
+        _default_secret(obj)
+    elif plural == "events":
+        _default_event(obj, obj["metadata"]["creationTimestamp"])
+    elif plural == "namespaces":
+        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+        obj["status"] = {"phase": "Active"}
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif plural == "persistentvolumes":
+        obj["spec"].setdefault("persistentVolumeReclaimPolicy", "Retain")
+        obj["spec"].setdefault("volumeMode", "Filesystem")
+        obj["status"] = {"phase": "Available"}
+    elif plural == "persistentvolumeclaims":
+        obj["spec"].setdefault("volumeMode", "Filesystem")
+        obj["status"] = {"phase": "Pending"}
+    elif plural == "daemonsets":
+        obj["status"] = {"currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+                         "numberMisscheduled": 0, "numberReady": 0}
+    elif rtype.has_status:
+        obj.pop("status", None)
+
+
+def defaults_on_update(rtype: ResourceType, old: dict, new: dict) -> None:
+    """Keep what an update may not drop (a Service's cluster IP), and secrets' stringData."""
+    if rtype.plural == "services":
+        spec, old_spec = new.setdefault("spec", {}), old.get("spec", {})
+        for key in ("clusterIP", "clusterIPs"):
+            if key not in spec and key in old_spec:
+                spec[key] = old_spec[key]
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+    elif rtype.plural == "secrets":
+        _default_secret(new)

@@ -1,0 +1,101 @@
+"""A fake API server on 127.0.0.1:0, run on its own event loop in a thread.
+
+The SYNC `kubernetes` client and kubectl then talk to it over HTTP while the test thread can
+still drive the store in-process (`server.call(store.create(...))`), like the toy KubeRay
+controller will.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Coroutine, Iterator
+
+import pytest
+from kubernetes import client, config
+
+from rltui.sandbox.faults import Faults
+from rltui.sandbox.kube import KubeStore, write_kubeconfig
+from rltui.sandbox.kube.api import start
+
+
+class Server:
+    def __init__(self, root: Path | None, kubeconfig: Path, faults: Faults | None = None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-kube", daemon=True)
+        self.thread.start()
+        self.store = KubeStore(root, faults)
+        self.runner, self.url = self.call(start(self.store, bookmark_interval=0.3, tick=0.1))
+        self.kubeconfig = write_kubeconfig(kubeconfig, self.url)
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 10) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def api_client(self) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def stop(self) -> None:
+        self.call(self.runner.cleanup(), timeout=15)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator:
+    servers: list[Server] = []
+
+    def make(root: Path | None = None, faults: Faults | None = None) -> Server:
+        server = Server(root, tmp_path / f"kubeconfig-{len(servers)}", faults)
+        servers.append(server)
+        return server
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server(make_server, tmp_path: Path) -> Server:
+    return make_server(tmp_path / "state")
+
+
+@pytest.fixture
+def core(server: Server) -> client.CoreV1Api:
+    return client.CoreV1Api(server.api_client())
+
+
+@pytest.fixture
+def custom(server: Server) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(server.api_client())
+
+
+def _pod_manifest(name: str, labels: dict[str, str] | None = None, owner: dict | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                    "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                    "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"containers": [{"name": "ray-head", "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
+                                     "ports": [{"containerPort": 8265, "name": "dashboard"}]}]}}
+
+
+_RUNNING = {"phase": "Running", "podIP": "10.8.0.2",
+           "containerStatuses": [{"name": "ray-head", "ready": True, "restartCount": 0, "image": "x",
+                                  "imageID": "", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+
+
+@pytest.fixture
+def pod_manifest():
+    """make(name, labels=None, owner=None): a one-container pod like KubeRay's head."""
+    return _pod_manifest
+
+
+@pytest.fixture
+def running() -> dict:
+    """A Running status with one ready container, as the toy controller will set it."""
+    return _RUNNING
+
+
+DATA = Path(__file__).parent / "data"
