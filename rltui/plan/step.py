@@ -1,0 +1,144 @@
+"""The contract every codelab step implements; the runner (runner.py) drives it.
+
+No cloud library is imported here: a step's methods reach the cloud through the opaque `ctx`
+the runner passes through, so the TUI and the headless CLI both import this quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+
+class StepState(str, Enum):
+    PENDING = "pending"
+    WAITING = "waiting"          # needs not met, or a lock is held by another step
+    RUNNING = "running"
+    DONE = "done"
+    EXISTED = "existed"          # the probe found it already there: apply() was not called
+    FAILED = "failed"
+    BLOCKED = "blocked"          # a need failed (or, for down, a step that must go first failed)
+    SKIPPED = "skipped"          # not requested, or kept on down (Step.destroyable False)
+    INTERRUPTED = "interrupted"  # was running when the run was cancelled (Ctrl-C)
+    DESTROYING = "destroying"
+    DESTROYED = "destroyed"
+    ABSENT = "absent"            # down: nothing to destroy
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({StepState.DONE, StepState.EXISTED, StepState.FAILED, StepState.BLOCKED,
+                       StepState.SKIPPED, StepState.INTERRUPTED, StepState.DESTROYED,
+                       StepState.ABSENT})
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the cloud says about a step's object: the truth, not a local file."""
+    exists: bool
+    ready: bool = True
+    detail: str = ""
+
+
+class TransientError(Exception):
+    """Worth retrying (quota hiccup, operation already running, 503). `retry_after_s` overrides
+    the policy's backoff when the service said how long to wait."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class PermanentError(Exception):
+    """Retrying cannot help. The message tells the user what to do."""
+
+
+class StepOutput:
+    """What a running step reports: streamed output lines, a progress fraction, status notes.
+
+    Safe to call from a worker thread (a blocking client in asyncio.to_thread): the call is
+    handed to the event loop that created this object. Usable standalone in a step's own
+    tests: it keeps the last `keep` lines, the last note and the last progress.
+    """
+
+    def __init__(self, sink: Callable[[str, Any], None] | None = None, *, keep: int = 500) -> None:
+        self._sink = sink
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.last_note = ""
+        self.fraction: float | None = None
+        self.probe: Probe | None = None   # the runner's probe of this attempt, for apply()
+        self._thread = threading.get_ident()
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    def line(self, text: str) -> None:
+        for part in text.rstrip("\n").split("\n"):
+            self._post("line", part.rstrip("\r"))
+
+    def progress(self, fraction: float | None) -> None:
+        if fraction is not None:
+            fraction = min(1.0, max(0.0, float(fraction)))
+        self._post("progress", fraction)
+
+    def note(self, text: str) -> None:
+        self._post("note", text)
+
+    def _post(self, kind: str, value: Any) -> None:
+        if self._loop is not None and threading.get_ident() != self._thread:
+            self._loop.call_soon_threadsafe(self._record, kind, value)
+        else:
+            self._record(kind, value)
+
+    def _record(self, kind: str, value: Any) -> None:
+        if kind == "line":
+            self.lines.append(value)
+        elif kind == "note":
+            self.last_note = value
+        elif kind == "progress":
+            if value == self.fraction:
+                return
+            self.fraction = value
+        if self._sink is not None:
+            self._sink(kind, value)
+
+
+class Step:
+    """One codelab step. Subclasses set the class attributes and implement the three methods.
+
+    apply() and destroy() must be idempotent: after a crash the runner probes and calls them
+    again, and a transient failure is retried from a fresh probe. apply() returns when the
+    object is usable (e.g. the Lustre instance is ACTIVE); raise to fail.
+    """
+
+    name: str = ""                                   # stable id, e.g. "lustre_instance"
+    title: str = ""                                  # "Lustre instance"
+    needs: tuple[str, ...] = ()
+    locks: tuple[str, ...] = ()                      # e.g. ("gke:PROJECT/CLUSTER",)
+    expected_s: float = 0.0                          # reference duration, real seconds
+    destroy_expected_s: float | None = None          # default: expected_s
+    destroy_needs: tuple[str, ...] | None = None     # default: every step that needs this one
+    destroyable: bool = True                         # False: down leaves it (enabled APIs)
+
+    def command(self) -> str:
+        """The equivalent CLI command(s), for display."""
+        return ""
+
+    async def probe(self, ctx: Any) -> Probe:
+        raise NotImplementedError(f"{type(self).__name__}.probe")
+
+    async def apply(self, ctx: Any, out: StepOutput) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.apply")
+
+    async def destroy(self, ctx: Any, out: StepOutput) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.destroy")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

@@ -1,0 +1,107 @@
+"""`down`: the reverse graph, parallel where independent, nothing left behind, and the graph
+checks shared with `up`."""
+
+from __future__ import annotations
+
+import pytest
+
+from rltui.plan import PermanentError, Runner, StepState
+
+S = StepState
+
+
+def codelab_shape(step_cls):
+    return [step_cls("enable_apis", destroyable=False),
+            step_cls("xpk_cluster", ("enable_apis",), work_s=0.03,
+                     destroy_needs=("secret", "network_ready")),   # xpk deletes the network last
+            step_cls("network_ready", destroyable=False),
+            step_cls("ip_range", ("network_ready",)),
+            step_cls("vpc_peering", ("ip_range",)),
+            step_cls("lustre_instance", ("vpc_peering",), work_s=0.05),
+            step_cls("pv_pvc", ("lustre_instance",), work_s=0.05),
+            step_cls("addons", ("xpk_cluster",)),
+            step_cls("secret", ("xpk_cluster",), work_s=0.05)]
+
+
+def populate(cloud, names):
+    for n in names:
+        cloud.create(n, 0.0)
+
+
+async def test_down_runs_the_graph_in_reverse_and_in_parallel(cloud, step_cls, fast_retry):
+    steps = codelab_shape(step_cls)
+    populate(cloud, [s.name for s in steps if s.name != "addons"])   # addons never enabled
+    result = await Runner(steps, cloud, retry=fast_retry).down()
+    assert result.ok and result.mode == "down"
+    assert result.states == {"enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED,
+                             "network_ready": S.SKIPPED, "ip_range": S.DESTROYED,
+                             "vpc_peering": S.DESTROYED, "lustre_instance": S.DESTROYED,
+                             "pv_pvc": S.DESTROYED, "addons": S.ABSENT, "secret": S.DESTROYED}
+    span = cloud.spans
+    assert span["secret"][0] < span["pv_pvc"][1] and span["pv_pvc"][0] < span["secret"][1]
+    chain = ["pv_pvc", "lustre_instance", "vpc_peering", "ip_range", "xpk_cluster"]
+    for before, after in zip(chain, chain[1:]):   # even through the kept network_ready step
+        assert span[before][1] <= span[after][0], (before, after)
+    assert span["secret"][1] <= span["xpk_cluster"][0]
+    assert set(cloud.objects) == {"enable_apis", "network_ready"}
+    assert cloud.deleted["addons"] == 0
+
+
+async def test_down_a_target_removes_what_depends_on_it_only(cloud, step_cls, fast_retry):
+    steps = codelab_shape(step_cls)
+    populate(cloud, [s.name for s in steps])
+    result = await Runner(steps, cloud, retry=fast_retry).down({"lustre_instance"})
+    assert result.states == {"lustre_instance": S.DESTROYED, "pv_pvc": S.DESTROYED}
+    assert "vpc_peering" in cloud.objects and "xpk_cluster" in cloud.objects
+
+
+async def test_a_failed_delete_blocks_what_must_wait_for_it(cloud, step_cls, fast_retry):
+    steps = codelab_shape(step_cls)
+    populate(cloud, [s.name for s in steps])
+    cloud.failures["lustre_instance"] = [PermanentError("Instance is mounted: unmount it first.")]
+    result = await Runner(steps, cloud, retry=fast_retry).down()
+    assert result.states["lustre_instance"] is S.FAILED
+    assert result.messages["lustre_instance"] == "Instance is mounted: unmount it first."
+    for name in ("vpc_peering", "ip_range", "network_ready", "xpk_cluster", "enable_apis"):
+        assert result.states[name] is S.BLOCKED, name
+    assert result.states["secret"] is S.DESTROYED and result.states["pv_pvc"] is S.DESTROYED
+    assert "xpk_cluster" in cloud.objects     # nothing deleted under a live dependency
+
+
+async def test_up_then_down_on_one_runner(cloud, step_cls, fast_retry):
+    runner = Runner(codelab_shape(step_cls), cloud, retry=fast_retry)
+    assert (await runner.up()).ok
+    assert (await runner.down()).ok
+    assert set(cloud.objects) == {"enable_apis", "network_ready"}
+    assert (await runner.up()).ok and cloud.created["xpk_cluster"] == 2
+
+
+def test_a_cycle_is_rejected_naming_the_steps(step_cls):
+    steps = [step_cls("addons", ("raycluster",)), step_cls("raycluster", ("pv_pvc",)),
+             step_cls("pv_pvc", ("addons",)), step_cls("ip_range")]
+    with pytest.raises(ValueError, match="up graph has a cycle: addons -> raycluster -> pv_pvc "
+                                         "-> addons"):
+        Runner(steps, None)
+
+
+def test_a_cycle_made_by_destroy_needs_is_rejected(step_cls):
+    steps = [step_cls("xpk_cluster", destroy_needs=("addons",)),
+             step_cls("addons", destroy_needs=("xpk_cluster",))]
+    with pytest.raises(ValueError, match="down graph has a cycle"):
+        Runner(steps, None)
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([("addons", ("xpk",))], "step addons needs unknown step"),
+    ([("addons", ()), ("addons", ())], "duplicate step names: addons"),
+])
+def test_unknown_needs_and_duplicates_are_rejected(step_cls, steps, message):
+    with pytest.raises(ValueError, match=message):
+        Runner([step_cls(n, needs) for n, needs in steps], None)
+
+
+async def test_an_unknown_target_is_rejected(step_cls, cloud):
+    runner = Runner([step_cls("addons")], cloud)
+    with pytest.raises(ValueError, match="unknown step"):
+        await runner.up({"adons"})
+    assert not runner.busy
