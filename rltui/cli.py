@@ -131,6 +131,46 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from .sandbox import manage
+
+    try:
+        if args.action == "start":
+            if args.speed <= 0:
+                raise UsageError(f"--speed: must be above 0, got {args.speed}")
+            if not 0 <= args.faults <= 1:
+                raise UsageError(f"--faults: a probability from 0 to 1, got {args.faults}")
+            if args.profile and not Path(args.profile).is_file():
+                raise UsageError(f"--profile: {args.profile}: no such file")
+            status = manage.start(args.speed, args.faults, args.seed, args.profile)
+            print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
+                  f" Kubernetes {status.info['kube_api']}, state in {manage.sandbox_dir()}")
+        elif args.action == "status":
+            status = manage.read_status()
+            if args.json:
+                import json
+
+                print(json.dumps(status.info if status else None, indent=2))
+            elif status:
+                for key, value in status.info.items():
+                    print(f"{key:14} {value}")
+            else:
+                print(f"no sandbox running (state dir {manage.sandbox_dir()})")
+            return 0 if status else 1
+        elif args.action == "stop":
+            ended = manage.stop()
+            print(f"sandbox stopped ({len(ended)} processes ended)" if ended else "no sandbox was running")
+        elif args.action == "preempt":
+            status = manage.read_status()
+            if not status:
+                raise UsageError("no sandbox running: start it with `rltui sandbox start`")
+            print(manage.preempt(status, args.node))
+    except manage.SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_wizard(args: argparse.Namespace) -> int:
     # The wizard (issue 5) and the sandbox daemon (issue 3) land next; say so plainly.
     print("rltui: the wizard is not built yet. Available now: rltui check, script, manifests,"
@@ -169,6 +209,21 @@ def build_parser() -> Parser:
     p = add("report", cmd_report, "summarise a NeMo-RL GRPO log, a row per step", env=False)
     p.add_argument("log", help="the saved job log")
     p.add_argument("--json", action="store_true", help="one JSON object per step and line")
+    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, preempt",
+            env=False)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
+    a = actions.add_parser("start", help="start it in the background (returns once it answers)")
+    a.add_argument("--speed", type=float, default=60.0,
+                   help="simulated minutes per real second (default 60)")
+    a.add_argument("--faults", type=float, default=0.0,
+                   help="probability that a call fails transiently (default 0)")
+    a.add_argument("--seed", type=int, default=0, help="makes faults and jitter reproducible")
+    a.add_argument("--profile", help="a latency profile JSON file (default: the reference one)")
+    a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
+    a.add_argument("--json", action="store_true")
+    actions.add_parser("stop", help="end it and everything it started, by PID")
+    a = actions.add_parser("preempt", help="take a GPU node away, as Spot preemption does")
+    a.add_argument("--node", help="the node's name (default: a worker's node)")
     return parser
 
 

@@ -1,0 +1,205 @@
+"""The sandbox daemon: one process, one event loop, every emulated endpoint.
+
+- gRPC (insecure, loopback): google.cloud.lustre.v1.Lustre, google.longrunning.Operations,
+  google.container.v1.ClusterManager, google.monitoring.v3.MetricService.
+- HTTP (aiohttp, loopback): the Kubernetes API (+ port-forward), and under /_sandbox/ the
+  control routes behind the fake gcloud/xpk and `rltui sandbox preempt`.
+- A toy KubeRay controller that starts a real Ray head when the head pod runs.
+
+It writes `daemon.json` (the endpoints) only once all of them answer; `rltui sandbox stop`
+sends SIGTERM, and the daemon stops its Ray heads by PID before it exits.
+
+Run by `rltui sandbox start` as `python -m rltui.sandbox.daemon --dir D ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .manage import CHILDREN_FILE, STATUS_FILE
+
+log = logging.getLogger("rltui.sandbox")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+
+
+def _loopback_socket() -> socket.socket:
+    # Bound before the app starts, so the control routes and kubeconfig know the URL.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None) -> None:
+    import grpc
+    from aiohttp import web
+
+    from .faults import Faults
+    from .grpc_container import add_container_service
+    from .grpc_lustre import add_lustre_services
+    from .grpc_monitoring import add_monitoring_service
+    from .kube.api import make_app
+    from .kube.kubeconfig import SANDBOX_TOKEN, write_kubeconfig
+    from .kube.store import KubeStore
+    from .kuberay import KubeRayController, add_preempt_route
+    from .control import add_control_routes
+    from .lustre_meter import LustreMeter
+    from .nemo_rl_tree import write_uv_shim
+    from .profile import Clock, LatencyProfile
+    from .tools.install import install_tools
+    from .world import World
+
+    started = time.time()
+    profile = LatencyProfile.load(profile_path)
+    clock = Clock(profile, speed=speed, seed=seed)
+    faults = Faults(fault_p, seed)
+    world = World(root / "cloud", clock, faults)
+    store = KubeStore(root / "kube", faults)
+
+    # Lustre throughput is measured on each ACTIVE instance's folder.
+    meter = LustreMeter()
+
+    def track_lustre(event: Any) -> None:
+        key = (event.project, event.location, event.name)
+        if event.kind == "lustre_active":
+            inst = world.get_lustre_instance(*key)
+            meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib))
+        elif event.kind == "lustre_deleted":
+            meter.untrack(key)
+
+    for project in world.projects():
+        for inst in world.list_lustre_instances(project):
+            if inst.state.name == "ACTIVE":
+                key = (project, *inst.name.split("/")[3::2])
+                meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib))
+    unsubscribe = world.subscribe(track_lustre)
+
+    async def forget_cluster_objects(event: Any) -> None:
+        # A deleted GKE cluster takes its Kubernetes objects with it (the kube API is its API).
+        if event.kind != "cluster_deleted":
+            return
+        for plural in ("rayclusters.ray.io", "pods", "services", "persistentvolumeclaims",
+                       "persistentvolumes", "secrets", "daemonsets.apps", "events"):
+            for obj in store.list_sync(plural):
+                meta = obj.get("metadata", {})
+                try:
+                    await store.delete(plural, meta["name"], meta.get("namespace"),
+                                       propagation="Background")
+                except Exception:  # noqa: BLE001 - already gone via its owner
+                    pass
+        log.info("cluster %s deleted: its Kubernetes objects are gone", event.name)
+
+    unsubscribe_kube = world.subscribe(forget_cluster_objects)
+    meter_task = asyncio.create_task(meter.run(), name="lustre-meter")
+
+    server = grpc.aio.server()
+    add_lustre_services(server, world)
+    add_container_service(server, world)
+    add_monitoring_service(server, meter)
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+
+    sock = _loopback_socket()
+    kube_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    install_tools(bin_dir, kube_url)
+    write_uv_shim(bin_dir)
+    kubeconfig = write_kubeconfig(root / "kubeconfig", kube_url)
+
+    status: dict[str, Any] = {}
+
+    def write_status() -> None:
+        if status:
+            status["ray_dashboard"] = controller.dashboard_url()
+            _write_json(root / STATUS_FILE, status)
+
+    def on_children(pids: list[int]) -> None:
+        _write_json(root / CHILDREN_FILE, {"pids": sorted(pids)})
+        write_status()
+
+    controller = KubeRayController(store, world, clock, project=None, state_dir=root,
+                                   bin_dir=bin_dir, on_children=on_children)
+    app = make_app(store)
+    add_control_routes(app, world, faults, kube_url, SANDBOX_TOKEN)
+    add_preempt_route(app, controller)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    await controller.start()
+
+    status.update({
+        "pid": os.getpid(),
+        "grpc": f"127.0.0.1:{grpc_port}",
+        "kube_api": kube_url,
+        "kubeconfig": str(kubeconfig),
+        "ray_dashboard": None,
+        "lustre_root": str(root / "cloud" / "lustre"),
+        "bin_dir": str(bin_dir),
+        "speed": speed,
+        "faults": fault_p,
+        "seed": seed,
+        "profile": str(profile_path) if profile_path else "reference",
+        "started_at": started,
+    })
+    write_status()
+    log.info("sandbox ready: gRPC 127.0.0.1:%s, Kubernetes %s (%.2f s)", grpc_port, kube_url,
+             time.time() - started)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    log.info("stopping")
+    status.clear()
+    (root / STATUS_FILE).unlink(missing_ok=True)
+    await controller.stop()
+    unsubscribe()
+    unsubscribe_kube()
+    meter_task.cancel()
+    await asyncio.gather(meter_task, return_exceptions=True)
+    meter.close()
+    await runner.cleanup()
+    await server.stop(grace=1.0)
+    world.close()
+    store.close()
+    (root / CHILDREN_FILE).unlink(missing_ok=True)
+    log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rltui.sandbox.daemon")
+    p.add_argument("--dir", required=True, type=Path)
+    p.add_argument("--speed", type=float, default=60.0)
+    p.add_argument("--faults", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", type=Path)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

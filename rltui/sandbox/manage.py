@@ -1,0 +1,227 @@
+"""Start, inspect and stop the sandbox daemon: a background process that outlives the wizard.
+
+The daemon writes `daemon.json` (its endpoints) once every endpoint answers, and
+`children.json` (the PIDs it started, e.g. Ray heads) whenever that changes, so `stop` can end
+everything by PID even when the daemon itself died. Standard library only: the CLI imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATUS_FILE = "daemon.json"
+CHILDREN_FILE = "children.json"
+LOG_FILE = "daemon.log"
+START_TIMEOUT_S = 10.0
+
+
+class SandboxError(Exception):
+    """Something the user can act on; printed as one line."""
+
+
+def sandbox_dir() -> Path:
+    explicit = os.environ.get("RLTUI_SANDBOX_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(state) / "rltui" / "sandbox"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) is not alive for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class Status:
+    info: dict[str, Any]
+
+    @property
+    def pid(self) -> int:
+        return int(self.info["pid"])
+
+
+def read_status(root: Path | None = None) -> Status | None:
+    """The running daemon's status, or None when none runs (a stale file is ignored)."""
+    root = root or sandbox_dir()
+    info = _read_json(root / STATUS_FILE)
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+        return None
+    if not pid_alive(info["pid"]):
+        return None
+    return Status(info)
+
+
+def _answers(info: dict[str, Any]) -> bool:
+    host, _, port = str(info.get("grpc", "")).rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            pass
+        with urllib.request.urlopen(f"{info['kube_api']}/version", timeout=1) as resp:
+            return resp.status == 200
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path | None = None,
+          root: Path | None = None, timeout: float = START_TIMEOUT_S) -> Status:
+    """Start the daemon (or return the running one) once all its endpoints answer."""
+    root = root or sandbox_dir()
+    running = read_status(root)
+    if running:
+        return running
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    (root / STATUS_FILE).unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "rltui.sandbox.daemon", "--dir", str(root), "--speed", str(speed),
+            "--faults", str(faults), "--seed", str(seed)]
+    if profile:
+        argv += ["--profile", str(Path(profile).resolve())]
+    log = open(root / LOG_FILE, "ab")
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, close_fds=True)
+    finally:
+        log.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise SandboxError(f"the sandbox daemon exited with code {code}; see {root / LOG_FILE}")
+        info = _read_json(root / STATUS_FILE)
+        if isinstance(info, dict) and info.get("pid") == proc.pid and _answers(info):
+            return Status(info)
+        time.sleep(0.05)
+    _terminate([proc.pid], grace=3.0)
+    raise SandboxError(f"the sandbox did not answer within {timeout:.0f} s; see {root / LOG_FILE}")
+
+
+def _terminate(pids: list[int], grace: float) -> list[int]:
+    """SIGTERM each PID (and its process group if it leads one), SIGKILL what outlives `grace`."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    left = [p for p in pids if pid_alive(p)]
+    for pid in left:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError):
+                pass
+    return left
+
+
+def _children(root: Path) -> list[int]:
+    data = _read_json(root / CHILDREN_FILE)
+    return [int(p) for p in data.get("pids", [])] if isinstance(data, dict) else []
+
+
+def session_members(sid: int) -> list[int]:
+    """PIDs in session `sid` (a Ray head runs in a session of its own: only its processes)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
+
+
+def _sweep_sessions(sids: list[int], grace: float) -> list[int]:
+    """End every process left in these sessions: SIGTERM, then SIGKILL after `grace`."""
+    ended: list[int] = []
+    deadline = time.monotonic() + grace
+    sent_kill = False
+    while True:
+        left = [p for sid in sids for p in session_members(sid)]
+        if not left:
+            return ended
+        sig = signal.SIGKILL if time.monotonic() > deadline else signal.SIGTERM
+        if sig == signal.SIGKILL and sent_kill and time.monotonic() > deadline + 5:
+            return ended  # unkillable (D state): reported by the caller
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+                if pid not in ended:
+                    ended.append(pid)
+            except ProcessLookupError:
+                pass
+        sent_kill = sent_kill or sig == signal.SIGKILL
+        time.sleep(0.1)
+
+
+def stop(root: Path | None = None, grace: float = 15.0) -> list[int]:
+    """End the daemon and everything it started, by PID. Returns the PIDs that were ended."""
+    root = root or sandbox_dir()
+    info = _read_json(root / STATUS_FILE)
+    children = _children(root)  # read first: the daemon removes the file as it stops
+    daemon = [int(info["pid"])] if isinstance(info, dict) and isinstance(info.get("pid"), int) else []
+    daemon = [p for p in daemon if pid_alive(p)]
+    _terminate(daemon, grace)  # the daemon stops its own Ray heads first
+    swept = _sweep_sessions(children, grace=5.0)
+    (root / STATUS_FILE).unlink(missing_ok=True)
+    (root / CHILDREN_FILE).unlink(missing_ok=True)
+    left = [p for p in daemon if pid_alive(p)] + [p for sid in children for p in session_members(sid)]
+    if left:
+        raise SandboxError(f"could not end processes {left}; end them by hand")
+    return daemon + [p for p in swept if p not in daemon]
+
+
+def preempt(status: Status, node: str | None = None) -> str:
+    """Take a GPU node away like a Spot preemption; returns what happened, in one line."""
+    body = json.dumps({"node": node}).encode()
+    req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/preempt", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            result = json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail).get("message", detail)
+        except ValueError:
+            pass
+        raise SandboxError(detail.strip() or f"preempt failed: HTTP {exc.code}") from None
+    except OSError as exc:
+        raise SandboxError(f"the sandbox did not answer: {exc}") from None
+    pods = ", ".join(result.get("pods", [])) or "no pod"
+    return f"preempted node {result.get('node')} ({pods}); it comes back in about" \
+           f" {result.get('returns_in_s', '?')} s"

@@ -1,0 +1,274 @@
+"""A whole sandbox on one event loop in a background thread: a World, the KubeStore behind the
+fake API server (with the preempt route), and the KubeRay controller. Tests drive it with the
+REAL `kubernetes` client, kubectl and Ray's JobSubmissionClient, as the wizard would.
+
+The modules share fixtures through `tools` (importlib import mode cannot import a conftest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Coroutine, Iterator
+
+import pytest
+from google.cloud import container_v1, lustre_v1
+from kubernetes import client, config
+from kubernetes.stream import portforward
+
+from rltui import manifests
+from rltui.config import RLConfig, parse_config
+from rltui.sandbox.kube import KubeStore, make_app, write_kubeconfig
+from rltui.sandbox.kuberay import KubeRayController, add_preempt_route
+from rltui.sandbox.profile import Clock, LatencyProfile, Operation
+from rltui.sandbox.world import World, region_of
+
+PROJECT = "rl-sandbox-test"
+SPEED = 3000.0  # 7 profile minutes of image pull take 0.14 s
+HF_TOKEN = "hf_" + "T0ken" * 6  # a test value; it must never show up in any output
+
+
+def profile(**minutes: float) -> LatencyProfile:
+    """The reference profile with some operations' minutes changed (to make a window observable)."""
+    ref = LatencyProfile.load()
+    ops = dict(ref.operations)
+    for key, value in minutes.items():
+        ops[key] = Operation(value, "test", ops[key].what)
+    return LatencyProfile(ops, ref.path)
+
+
+def codelab_config(**extra: str) -> RLConfig:
+    return parse_config({"PROJECT_ID": PROJECT, "NUM_NODES": "2", "HF_TOKEN": HF_TOKEN, **extra})
+
+
+class Box:
+    """World + fake kube API + controller on one loop thread."""
+
+    def __init__(self, root: Path, world_profile: LatencyProfile, controller_profile: LatencyProfile) -> None:
+        self.root = root
+        self.world_profile, self.controller_profile = world_profile, controller_profile
+        self.children: list[list[int]] = []  # every on_children call
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="sandbox", daemon=True)
+        self.thread.start()
+        self.call(self._start(), timeout=30)
+        self.kubeconfig = write_kubeconfig(root / "kubeconfig", self.url)
+
+    def _controller(self) -> KubeRayController:
+        return KubeRayController(self.store, self.world, Clock(self.controller_profile, SPEED, seed=2),
+                                 project=PROJECT, state_dir=self.root / "ctl", bin_dir=self.root / "bin",
+                                 on_children=self.children.append,
+                                 head_env={"RLTUI_DEMO_STEP_SECONDS": "0"})
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self.world = World(self.root / "world", Clock(self.world_profile, SPEED, seed=1))
+        self.store = KubeStore(self.root / "kube")
+        self.controller = self._controller()
+        app = make_app(self.store, bookmark_interval=0.3, tick=0.1)
+        # The route reaches whichever controller runs now (tests restart it).
+        add_preempt_route(app, _Current(self))  # type: ignore[arg-type]
+        self.runner = web.AppRunner(app, shutdown_timeout=2.0, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        await self.controller.start()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 20) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def fn(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a (sync) World/store method on the loop: they are single-threaded."""
+        async def run() -> Any:
+            return f(*args, **kwargs)
+        return self.call(run())
+
+    def restart_controller(self) -> None:
+        """What a daemon restart does to the controller: a new one over the same store and World."""
+        async def restart() -> None:
+            await self.controller.stop()
+            self.controller = self._controller()
+            await self.controller.start()
+        self.call(restart(), timeout=60)
+
+    def api(self) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def post_preempt(self, body: dict | None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else b""
+        req = urllib.request.Request(f"{self.url}/_sandbox/preempt", data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def stop(self) -> None:
+        async def stop() -> None:
+            await self.controller.stop()
+            await self.runner.cleanup()
+            self.world.close()
+        self.call(stop(), timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+    # ---- the codelab's steps, done on the World directly ------------------------------------
+
+    def xpk_cluster(self, cfg: RLConfig) -> None:
+        self.call(self.world.xpk_cluster_create(PROJECT, cfg.zone, cfg.cluster_name, num_nodes=cfg.num_nodes),
+                  timeout=30)
+
+    def enable_addons(self, cfg: RLConfig, ray: bool = True, lustre: bool = True) -> None:
+        addons = container_v1.AddonsConfig()
+        if ray:
+            addons.ray_operator_config = container_v1.RayOperatorConfig(enabled=True)
+        if lustre:
+            addons.lustre_csi_driver_config = container_v1.LustreCsiDriverConfig(enabled=True)
+        region = region_of(cfg.zone)
+        op = self.fn(self.world.update_addons, PROJECT, region, cfg.cluster_name, addons)
+        self.call(self.world.wait_cluster_operation(PROJECT, region, op.name), timeout=30)
+
+    def create_lustre(self, cfg: RLConfig) -> str:
+        """Start creating the instance (on the project's default network); returns the operation."""
+        inst = lustre_v1.Instance(filesystem="lustre", capacity_gib=cfg.lustre_capacity,
+                                  per_unit_storage_throughput=1000,
+                                  network=f"projects/{PROJECT}/global/networks/default")
+        op = self.fn(self.world.create_lustre_instance, PROJECT, cfg.zone, cfg.lustre_instance_id, inst)
+        return op.name
+
+    def lustre_ip(self, cfg: RLConfig, operation: str) -> str:
+        """Wait for ACTIVE; the instance's IP, as the codelab cuts it from mountPoint."""
+        self.call(self.world.wait_operation(operation), timeout=30)
+        inst = self.fn(self.world.get_lustre_instance, PROJECT, cfg.zone, cfg.lustre_instance_id)
+        return manifests.lustre_ip(inst.mount_point)
+
+
+class _Current:
+    """Stands in for the controller in the preempt route, forwarding to the current one."""
+
+    def __init__(self, box: Box) -> None:
+        self._box = box
+
+    async def preempt(self, node: str | None) -> dict:
+        return await self._box.controller.preempt(node)
+
+
+class PortForwardBridge:
+    """What `kubectl port-forward pod/P :PORT` does: a local port where each connection is a
+    new `kubernetes.stream.portforward` to the pod's port."""
+
+    def __init__(self, core: client.CoreV1Api, pod: str, port: int, namespace: str = "default") -> None:
+        self.core, self.pod, self.port, self.namespace = core, pod, port, namespace
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.local_port = self.server.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        pf = portforward(self.core.connect_get_namespaced_pod_portforward, self.pod, self.namespace,
+                         ports=str(self.port))
+        remote = pf.socket(self.port)
+
+        def pump(src: Any, dst: Any) -> None:
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+        back = threading.Thread(target=pump, args=(remote, conn), daemon=True)
+        back.start()
+        pump(conn, remote)
+        back.join(5)
+        conn.close()
+        pf.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self.server.close()
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:  # noqa: BLE001 - a transient API error is just "not yet"
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def events_for(core: client.CoreV1Api, name: str, namespace: str = "default") -> list[Any]:
+    return core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+
+
+def proc_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+@dataclass(frozen=True)
+class Tools:
+    project: str = PROJECT
+    hf_token: str = HF_TOKEN
+    profile: Callable[..., LatencyProfile] = staticmethod(profile)
+    config: Callable[..., RLConfig] = staticmethod(codelab_config)
+    wait_for: Callable[..., Any] = staticmethod(wait_for)
+    events_for: Callable[..., list] = staticmethod(events_for)
+    proc_alive: Callable[[int], bool] = staticmethod(proc_alive)
+    bridge: type = PortForwardBridge
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    return Tools()
+
+
+@pytest.fixture(scope="module")
+def make_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Box]]:
+    """make(world_profile, controller_profile) -> a started Box, stopped at the module's end."""
+    boxes: list[Box] = []
+
+    def make(world_profile: LatencyProfile | None = None, controller_profile: LatencyProfile | None = None) -> Box:
+        root = tmp_path_factory.mktemp("box")
+        boxes.append(Box(root, world_profile or profile(), controller_profile or profile()))
+        return boxes[-1]
+    yield make
+    for box in boxes:
+        box.stop()
+        for pids in box.children[-1:]:
+            assert pids == [], f"Ray heads left running: {pids}"
+        assert not any(proc_alive(pid) for pids in box.children for pid in pids)
+

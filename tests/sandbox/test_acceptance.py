@@ -1,0 +1,98 @@
+"""Issue 3's acceptance: the sandbox as a user meets it, through the CLI and outside tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rltui.sandbox.manage import pid_alive, session_members
+
+HERE = Path(__file__).parent
+ENV_SH = HERE.parent / "data" / "env" / "devrel-demos.env.sh"
+pytestmark = pytest.mark.slow
+
+
+def run(argv, env, cwd=None, timeout=120, check=True):
+    out = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and out.returncode != 0:
+        raise AssertionError(f"{argv[:4]} -> {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return out
+
+
+@pytest.fixture
+def user(tmp_path):
+    """A user's shell: its own sandbox folder, HOME, KUBECONFIG."""
+    env = {**os.environ, "RLTUI_SANDBOX_DIR": str(tmp_path / "sbx"), "HOME": str(tmp_path),
+           "KUBECONFIG": str(tmp_path / "kubeconfig")}
+    rltui = [sys.executable, "-m", "rltui.cli"]
+    yield env, rltui
+    run([*rltui, "sandbox", "stop"], env, check=False)
+
+
+def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
+    env, rltui = user
+    t0 = time.monotonic()
+    run([*rltui, "sandbox", "start", "--speed", "2000"], env)
+    assert time.monotonic() - t0 < 10, "start must return once every endpoint answers, within 10 s"
+    status = json.loads(run([*rltui, "sandbox", "status", "--json"], env).stdout)
+    for key in ("pid", "grpc", "kube_api", "kubeconfig", "ray_dashboard", "lustre_root", "speed",
+                "faults"):
+        assert key in status, key
+    assert status["grpc"].startswith("127.0.0.1:") and status["kube_api"].startswith("http://127.0.0.1:")
+    (tmp_path / "status.json").write_text(json.dumps(status))
+
+    out = run([sys.executable, str(HERE / "outside_client.py"), str(tmp_path / "status.json")], env)
+    assert out.stdout.rstrip().endswith("all checks passed"), out.stdout
+
+    # A cluster, Lustre and a RayCluster through the fake tools and kubectl: a real Ray head runs.
+    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}"}
+    p = ["--project=team-rl-sandbox-42"]
+    work = tmp_path / "work"
+    work.mkdir()
+    env_sh = work / "env.sh"
+    env_sh.write_text(ENV_SH.read_text().replace('NUM_NODES="8"', 'NUM_NODES="2"'))
+    run(["xpk", "cluster", "create", "--num-nodes=2", "--device-type=b200-8", "--spot",
+         "--default-pool-cpu-machine-type=e2-standard-4", "--enable-lustre-csi-driver",
+         "--zone=us-east1-b", "--cluster=ray-a4-gpu-spot", *p], tools, cwd=work)
+    run(["gcloud", "container", "clusters", "update", "ray-a4-gpu-spot", "--region=us-east1",
+         "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED", *p], tools)
+    net = "ray-a4-gpu-spot-net-0"
+    run(["gcloud", "compute", "addresses", "create", f"google-managed-services-{net}", "--global",
+         "--purpose=VPC_PEERING", "--prefix-length=24", f"--network={net}", *p], tools)
+    run(["gcloud", "services", "vpc-peerings", "connect", "--service=servicenetworking.googleapis.com",
+         f"--ranges=google-managed-services-{net}", f"--network={net}", *p], tools)
+    run(["gcloud", "lustre", "instances", "create", "rl-demo-gpu-lustre", "--location=us-east1-b",
+         "--capacity-gib=9000", "--per-unit-storage-throughput=1000", "--filesystem=lustre",
+         f"--network=projects/team-rl-sandbox-42/global/networks/{net}", *p], tools)
+    mount = run(["gcloud", "lustre", "instances", "describe", "rl-demo-gpu-lustre",
+                 "--location=us-east1-b", "--format=value(mountPoint)", *p], tools).stdout.strip()
+    run([*rltui, "manifests", "--env", str(env_sh), "--out", str(work),
+         "--lustre-ip", mount.split("@")[0]], tools)
+    run(["gcloud", "container", "clusters", "get-credentials", "ray-a4-gpu-spot",
+         "--region=us-east1", *p], tools)
+    run(["kubectl", "apply", "-f", str(work / "rl-lustre-volume.yaml")], tools)
+    run(["kubectl", "apply", "-f", str(work / "ray-cluster.yaml")], tools)
+    run(["kubectl", "wait", "raycluster/ray-a4-gpu-spot", "--for=condition=HeadPodReady",
+         "--timeout=90s"], tools, timeout=120)
+    pods = run(["kubectl", "get", "pods", "-l", "ray.io/cluster=ray-a4-gpu-spot"], tools).stdout
+    assert pods.count("Running") == 3, pods
+
+    status = json.loads(run([*rltui, "sandbox", "status", "--json"], env).stdout)
+    assert status["ray_dashboard"], "the head pod runs a real Ray head"
+    heads = json.loads((tmp_path / "sbx" / "children.json").read_text())["pids"]
+    assert heads and all(pid_alive(p) for p in heads)
+    ray_procs = [p for h in heads for p in session_members(h)]
+    assert len(ray_procs) > 3, "a Ray head is several processes (gcs, raylet, dashboard...)"
+
+    out = run([*rltui, "sandbox", "stop"], env)
+    assert "stopped" in out.stdout
+    assert not pid_alive(status["pid"])
+    assert [p for p in ray_procs if pid_alive(p)] == []
+    assert [p for h in heads for p in session_members(h)] == []
+    assert run([*rltui, "sandbox", "status"], env, check=False).returncode == 1
