@@ -1,0 +1,93 @@
+"""Where each API lives and how to authenticate: the single switch between Google and the sandbox.
+
+Real: Google's hosts with Application Default Credentials; the Kubernetes client is built from
+the GKE cluster's endpoint, CA and an ADC token. Sandbox: `127.0.0.1` ports with insecure
+channels, a kubeconfig, and the fake xpk/gcloud first on PATH. Nothing else in rltui asks
+which one it is; it asks this value for clients.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+# Per-call deadline for unary Google calls (the clients have none by default).
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    label: str                         # shown in the header badge: "SANDBOX" or "Google Cloud"
+    grpc_target: str | None = None     # "127.0.0.1:PORT" (insecure); None: Google's hosts + ADC
+    kubeconfig: Path | None = None     # None: from the GKE cluster's endpoint, CA and ADC token
+    tool_dirs: tuple[Path, ...] = ()   # put first on PATH for xpk and gcloud
+    tool_env: Mapping[str, str] = field(default_factory=dict)  # e.g. a private KUBECONFIG
+    default_project: str | None = None
+    # Real seconds per reference second: 1 for Google; 1/speed for a sandbox running faster.
+    # Expected durations, poll intervals and timeouts scale with it.
+    time_scale: float = 1.0
+
+    @classmethod
+    def google(cls) -> "Endpoints":
+        return cls(label="Google Cloud")
+
+    @classmethod
+    def sandbox(cls, status: Mapping[str, Any]) -> "Endpoints":
+        """From `rltui sandbox status --json` (the daemon's daemon.json)."""
+        kubeconfig = Path(status["kubeconfig"])
+        return cls(
+            label="SANDBOX",
+            grpc_target=str(status["grpc"]),
+            kubeconfig=kubeconfig,
+            tool_dirs=(Path(status["bin_dir"]),),
+            # gcloud get-credentials writes here, never into the user's ~/.kube/config.
+            tool_env={"KUBECONFIG": str(kubeconfig.with_name("kubeconfig-gcloud")),
+                      "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
+            time_scale=1.0 / float(status.get("speed") or 60.0),
+        )
+
+    # --- Google clients (async, built inside a running loop) ---
+
+    def _channel(self) -> Any:
+        import grpc
+
+        return grpc.aio.insecure_channel(self.grpc_target)
+
+    def lustre(self) -> Any:
+        from google.cloud import lustre_v1
+        from google.cloud.lustre_v1.services.lustre.transports import LustreGrpcAsyncIOTransport
+
+        if self.grpc_target is None:
+            return lustre_v1.LustreAsyncClient()
+        return lustre_v1.LustreAsyncClient(transport=LustreGrpcAsyncIOTransport(channel=self._channel()))
+
+    def container(self) -> Any:
+        from google.cloud import container_v1
+        from google.cloud.container_v1.services.cluster_manager.transports import (
+            ClusterManagerGrpcAsyncIOTransport)
+
+        if self.grpc_target is None:
+            return container_v1.ClusterManagerAsyncClient()
+        return container_v1.ClusterManagerAsyncClient(
+            transport=ClusterManagerGrpcAsyncIOTransport(channel=self._channel()))
+
+    def monitoring(self) -> Any:
+        from google.cloud import monitoring_v3
+        from google.cloud.monitoring_v3.services.metric_service.transports import (
+            MetricServiceGrpcAsyncIOTransport)
+
+        if self.grpc_target is None:
+            return monitoring_v3.MetricServiceAsyncClient()
+        return monitoring_v3.MetricServiceAsyncClient(
+            transport=MetricServiceGrpcAsyncIOTransport(channel=self._channel()))
+
+    # --- subprocesses (xpk, gcloud, kubectl) ---
+
+    def subprocess_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        if self.tool_dirs:
+            env["PATH"] = os.pathsep.join([*(str(d) for d in self.tool_dirs), env.get("PATH", "")])
+        env.update(self.tool_env)
+        return env

@@ -1,0 +1,544 @@
+"""Kubernetes over the official asyncio client (`kubernetes.aio`).
+
+apply/get/list/delete return plain dicts (the JSON the API server sent, as kubectl shows it);
+watches resume from the last resourceVersion after a cut and relist after 410 Gone; RayCluster
+readiness is read from replica counts and the HeadPodReady condition, never from `state`.
+Secrets: neither an object nor its data ever goes into an exception or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Callable
+
+from .endpoints import CALL_TIMEOUT_S, Endpoints
+from .errors import CloudError, classify, retry
+
+log = logging.getLogger(__name__)
+
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# A watch asks the server to end it after this long and then resumes: a silently dead
+# connection is noticed within this window plus the client's margin.
+WATCH_WINDOW_S = 240
+NODE_TYPE_LABEL = "ray.io/node-type"
+# How the kubelet / pod GC / taint manager mark a pod killed by a Spot preemption or node loss.
+PREEMPTED_REASONS = {"Terminated", "NodeShutdown", "Shutdown", "NodeLost", "Preempting"}
+DISRUPTION_REASONS = {"TerminationByKubelet", "DeletionByPodGC", "DeletionByTaintManager",
+                      "PreemptionByScheduler"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    plural: str
+    kind: str
+    stem: str = ""          # CoreV1Api method stem ("namespaced_pod"); "" for custom resources
+    namespaced: bool = True
+    group: str = ""
+    version: str = "v1"
+
+
+KINDS = {k.plural: k for k in (
+    Kind("pods", "Pod", "namespaced_pod"),
+    Kind("services", "Service", "namespaced_service"),
+    Kind("secrets", "Secret", "namespaced_secret"),
+    Kind("persistentvolumes", "PersistentVolume", "persistent_volume", namespaced=False),
+    Kind("persistentvolumeclaims", "PersistentVolumeClaim", "namespaced_persistent_volume_claim"),
+    Kind("events", "Event", "namespaced_event"),
+    Kind("nodes", "Node", "node", namespaced=False),
+    Kind("rayclusters", "RayCluster", group="ray.io"),
+)}
+BY_KIND = {k.kind: k for k in KINDS.values()}
+
+
+@dataclass(frozen=True)
+class KubeEvent:
+    """ADDED / MODIFIED / DELETED with the object, or SYNCED (obj {}) once the current state
+    has been delivered (after the first list and after every relist)."""
+    type: str
+    obj: dict
+
+
+@dataclass(frozen=True)
+class PodRow:
+    name: str
+    type: str        # head / worker / "" (not a Ray pod)
+    node: str
+    phase: str       # as kubectl's STATUS column, plus PREEMPTED
+    restarts: int
+    age_s: float
+
+
+@dataclass(frozen=True)
+class RayClusterHealth:
+    ready: bool
+    head_ready: bool
+    ready_workers: int
+    desired_workers: int
+    state: str       # KubeRay's `state`: informative only (it is never cleared)
+    message: str
+
+
+def kind_of(name: str) -> Kind:
+    found = KINDS.get(name) or BY_KIND.get(name)
+    if found is None:
+        raise ValueError(f"unknown kind {name!r}; known: {', '.join(KINDS)}")
+    return found
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _redact(kind: Kind, obj: dict) -> dict:
+    """A Secret as returned to callers: keys kept, values never."""
+    if kind.plural != "secrets":
+        return obj
+    obj = dict(obj)
+    obj.pop("stringData", None)
+    if isinstance(obj.get("data"), dict):
+        obj["data"] = {k: "<redacted>" if v else "" for k, v in obj["data"].items()}
+    return obj
+
+
+def _backoff(attempt: int, base_s: float, cap_s: float = 10.0) -> float:
+    return random.uniform(0, min(cap_s, base_s * 2 ** attempt))
+
+
+class KubeAdapter:
+    def __init__(self, endpoints: Endpoints, *, cluster: Any = None, namespace: str = "default",
+                 backoff_s: float = 0.5) -> None:
+        self.endpoints, self.cluster, self.namespace = endpoints, cluster, namespace
+        self.backoff_s = backoff_s
+        self.api: Any = None   # kubernetes.aio.client.ApiClient once connected
+        self._core: Any = None
+        self._custom: Any = None
+
+    # ----- connection -------------------------------------------------------------------
+    async def connect(self) -> None:
+        """From the Endpoints' kubeconfig, else from the GKE cluster's endpoint, CA and ADC."""
+        from kubernetes.aio import client, config
+
+        if self.endpoints.kubeconfig is not None:
+            self.api = await config.new_client_from_config(
+                config_file=str(self.endpoints.kubeconfig), persist_config=False)
+        else:
+            if self.cluster is None:
+                raise CloudError("no kubeconfig and no GKE cluster to connect to", transient=False)
+            self.api = client.ApiClient(configuration=await gke_configuration(self.cluster))
+        self._core = client.CoreV1Api(self.api)
+        self._custom = client.CustomObjectsApi(self.api)
+
+    @property
+    def configuration(self) -> Any:
+        if self.api is None:
+            raise RuntimeError("KubeAdapter.connect() first")
+        return self.api.configuration
+
+    async def close(self) -> None:
+        if self.api is not None:
+            await self.api.close()
+            self.api = None
+
+    # ----- one request ------------------------------------------------------------------
+    def _method(self, verb: str, kind: Kind, namespace: str | None) -> tuple[Callable, dict]:
+        if self.api is None:
+            raise RuntimeError("KubeAdapter.connect() first")
+        ns = {"namespace": namespace or self.namespace} if kind.namespaced else {}
+        if kind.group:
+            verb = "get" if verb == "read" else verb
+            scope = "namespaced_custom_object" if kind.namespaced else "cluster_custom_object"
+            fn = getattr(self._custom, f"{verb}_{scope}_without_preload_content")
+            return fn, {"group": kind.group, "version": kind.version, "plural": kind.plural, **ns}
+        return getattr(self._core, f"{verb}_{kind.stem}_without_preload_content"), ns
+
+    async def _call(self, verb: str, kind: Kind, namespace: str | None = None,
+                    timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> dict:
+        """One request; a non-2xx answer becomes ApiException(status, reason) for `classify`."""
+        from kubernetes.aio.client.exceptions import ApiException
+
+        fn, args = self._method(verb, kind, namespace)
+        resp = await fn(**args, **kwargs, _request_timeout=timeout_s)
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+        if 200 <= resp.status < 300:
+            return json.loads(raw) if raw.strip() else {}
+        reason = resp.reason or ""
+        try:
+            status = json.loads(raw)
+            # A Secret's Status message may quote the request: keep only its reason then.
+            reason = (status.get("reason") or reason) if kind.plural == "secrets" \
+                else (status.get("message") or reason)
+        except ValueError:
+            pass
+        exc = ApiException(status=resp.status, reason=reason)
+        if resp.status == 429 and resp.headers.get("Retry-After", "").isdigit():
+            await asyncio.sleep(min(float(resp.headers["Retry-After"]), 10.0))
+        raise exc
+
+    async def _retry(self, what: str, call: Callable[[], Any], secret: bool = False) -> Any:
+        try:
+            return await retry(call, what=what, base_s=self.backoff_s, timeout_s=CALL_TIMEOUT_S + 5)
+        except CloudError as err:
+            if secret:
+                raise CloudError(err.message, transient=err.transient, code=err.code) from None
+            raise
+
+    # ----- objects ----------------------------------------------------------------------
+    async def apply(self, obj: dict) -> dict:
+        """Create; if it exists, merge-patch it to the manifest (a re-run changes nothing)."""
+        kind = kind_of(obj.get("kind", ""))
+        meta = obj.get("metadata") or {}
+        name, ns = meta.get("name", ""), meta.get("namespace")
+        what = f"apply {kind.kind} {name}"
+
+        async def call() -> dict:
+            from kubernetes.aio.client.exceptions import ApiException
+            try:
+                return await self._call("create", kind, ns, body=obj)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            return await self._call("patch", kind, ns, name=name, body=obj,
+                                    _content_type="application/merge-patch+json")
+
+        result = await self._retry(what, call, secret=kind.plural == "secrets")
+        log.info("applied %s %s (resourceVersion %s)", kind.kind, name,
+                 (result.get("metadata") or {}).get("resourceVersion"))
+        return _redact(kind, result)
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        k = kind_of(kind)
+
+        async def call() -> dict | None:
+            from kubernetes.aio.client.exceptions import ApiException
+            try:
+                return await self._call("read", k, namespace, name=name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        found = await self._retry(f"get {k.kind} {name}", call, secret=k.plural == "secrets")
+        return None if found is None else _redact(k, found)
+
+    async def _list_raw(self, k: Kind, label_selector: str | None, field_selector: str | None,
+                        namespace: str | None = None) -> dict:
+        query = {key: v for key, v in (("label_selector", label_selector),
+                                        ("field_selector", field_selector)) if v}
+        return await self._retry(f"list {k.plural}",
+                                 lambda: self._call("list", k, namespace, **query),
+                                 secret=k.plural == "secrets")
+
+    async def list(self, kind: str, label_selector: str | None = None, *,
+                   field_selector: str | None = None) -> list[dict]:
+        k = kind_of(kind)
+        listing = await self._list_raw(k, label_selector, field_selector)
+        return [_redact(k, item) for item in listing.get("items") or []]
+
+    async def delete(self, kind: str, name: str, *, wait: bool = True, timeout_s: float = 300.0,
+                     namespace: str | None = None) -> None:
+        """Delete (already gone is fine); with `wait`, return once it no longer exists."""
+        k = kind_of(kind)
+
+        async def call() -> None:
+            from kubernetes.aio.client.exceptions import ApiException
+            try:
+                await self._call("delete", k, namespace, name=name, propagation_policy="Background")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        await self._retry(f"delete {k.kind} {name}", call, secret=k.plural == "secrets")
+        if not wait:
+            return
+        try:
+            async with asyncio.timeout(timeout_s), contextlib.aclosing(self.watch(
+                    k.plural, field_selector=f"metadata.name={name}", namespace=namespace)) as events:
+                async for event in events:
+                    if event.type == "DELETED" or event == KubeEvent("SYNCED", {"count": 0}):
+                        return
+        except TimeoutError:
+            raise CloudError(f"{k.kind} {name} still exists {timeout_s:.0f} s after delete"
+                             " (a finalizer may be holding it)", transient=True,
+                             code="Timeout") from None
+
+    async def events(self, involved_name: str | None = None) -> list[dict]:
+        """Events (optionally of one object), oldest first."""
+        selector = f"involvedObject.name={involved_name}" if involved_name else None
+        items = await self.list("events", field_selector=selector)
+
+        def when(ev: dict) -> str:
+            return ev.get("lastTimestamp") or ev.get("eventTime") or \
+                (ev.get("metadata") or {}).get("creationTimestamp") or ""
+        return sorted(items, key=when)
+
+    # ----- watches ----------------------------------------------------------------------
+    async def watch(self, kind: str, *, label_selector: str | None = None,
+                    field_selector: str | None = None, namespace: str | None = None,
+                    window_s: int = WATCH_WINDOW_S, give_up_s: float = 300.0
+                    ) -> AsyncIterator[KubeEvent]:
+        """The current objects as ADDED, SYNCED, then changes, for as long as the caller iterates.
+
+        A cut or ended stream resumes from the last resourceVersion seen (bookmarks included);
+        410 Gone relists and emits only the difference. Transient failures back off with
+        jitter; after `give_up_s` of nothing but failures the last one is raised.
+        """
+        k = kind_of(kind)
+        known: dict[tuple[str, str], dict] = {}
+        rv: str | None = None
+        failing_since: float | None = None
+        attempt = 0
+        while True:
+            try:
+                if rv is None:
+                    listing = await self._list_raw(k, label_selector, field_selector, namespace)
+                    rv = (listing.get("metadata") or {}).get("resourceVersion") or "0"
+                    current = {_key(o): o for o in listing.get("items") or []}
+                    for event in _difference(known, current):
+                        yield KubeEvent(event.type, _redact(k, event.obj))
+                    known = current
+                    yield KubeEvent("SYNCED", {"count": len(known)})
+                opened, lines = time.monotonic(), 0
+                async with contextlib.aclosing(self._stream(
+                        k, rv, label_selector, field_selector, namespace, window_s)) as stream:
+                    async for event, new_rv in stream:
+                        rv, lines = new_rv, lines + 1
+                        failing_since, attempt = None, 0
+                        if event is None:
+                            continue  # a bookmark
+                        if event.type == "DELETED":
+                            known.pop(_key(event.obj), None)
+                        else:
+                            known[_key(event.obj)] = event.obj
+                        yield KubeEvent(event.type, _redact(k, event.obj))
+                if not lines and time.monotonic() - opened < 1.0:
+                    # Ended at once with nothing in it (a proxy?): do not spin on it.
+                    await asyncio.sleep(_backoff(attempt, self.backoff_s))
+                    attempt += 1
+            except _Gone:
+                log.info("watch %s: resourceVersion %s is gone; relisting", k.plural, rv)
+                rv = None
+            except CloudError as err:
+                failing_since = failing_since or time.monotonic()
+                if not err.transient or time.monotonic() - failing_since > give_up_s:
+                    raise
+                log.info("watch %s: %s; resuming from %s", k.plural, err.message, rv)
+                await asyncio.sleep(_backoff(attempt, self.backoff_s))
+                attempt += 1
+
+    async def _stream(self, k: Kind, rv: str, label_selector: str | None,
+                      field_selector: str | None, namespace: str | None,
+                      window_s: int) -> AsyncIterator[tuple[KubeEvent | None, str]]:
+        """One watch request: (event or None for a bookmark, its resourceVersion) per line."""
+        from kubernetes.aio.client.exceptions import ApiException
+
+        query = {key: v for key, v in (("label_selector", label_selector),
+                                        ("field_selector", field_selector)) if v}
+        fn, args = self._method("list", k, namespace)
+        try:
+            resp = await fn(**args, **query, watch=True, resource_version=rv,
+                            allow_watch_bookmarks=True, timeout_seconds=window_s,
+                            _request_timeout=window_s + 30)
+        except Exception as exc:  # noqa: BLE001 - sorted by classify
+            raise classify(exc, f"watch {k.plural}") from exc
+        try:
+            if resp.status == 410:
+                raise _Gone
+            if resp.status != 200:
+                raise classify(ApiException(status=resp.status, reason=resp.reason or ""),
+                               f"watch {k.plural}")
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except Exception as exc:  # noqa: BLE001 - a cut connection
+                    raise classify(exc, f"watch {k.plural}") from exc
+                if not line.endswith(b"\n"):
+                    return  # the window ended, or the stream was cut (mid-line): resume
+                if not line.strip():
+                    continue
+                data = json.loads(line)
+                obj = data.get("object") or {}
+                if data.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone
+                    raise classify(ApiException(status=obj.get("code"), reason=obj.get("message", "")),
+                                   f"watch {k.plural}")
+                new_rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                if data.get("type") == "BOOKMARK":
+                    yield None, new_rv
+                else:
+                    yield KubeEvent(data["type"], obj), new_rv
+        finally:
+            resp.release()
+
+    # ----- RayCluster -------------------------------------------------------------------
+    async def wait_raycluster_ready(self, name: str,
+                                    on_update: Callable[[RayClusterHealth], Any] | None = None,
+                                    timeout_s: float = 1800.0) -> dict:
+        """Wait until every worker and the head are ready; `on_update` on every change."""
+        last: RayClusterHealth | None = None
+        seen = False
+        try:
+            async with asyncio.timeout(timeout_s), contextlib.aclosing(self.watch(
+                    "rayclusters", field_selector=f"metadata.name={name}")) as events:
+                async for event in events:
+                    if event.type == "SYNCED":
+                        if not seen:
+                            raise CloudError(f"RayCluster {name} not found: apply"
+                                             " ray-cluster.yaml first", transient=False,
+                                             code="NotFound")
+                        continue
+                    if event.type == "DELETED":
+                        raise CloudError(f"RayCluster {name} was deleted while starting",
+                                         transient=False, code="Deleted")
+                    seen = True
+                    health = raycluster_health(event.obj)
+                    if health != last and on_update is not None:
+                        on_update(health)
+                    last = health
+                    if health.ready:
+                        return event.obj
+        except TimeoutError:
+            pass
+        detail = last.message if last else "no status yet"
+        raise CloudError(f"RayCluster {name} not ready after {timeout_s:.0f} s ({detail})",
+                         transient=True, code="Timeout")
+
+
+class _Gone(Exception):
+    """410: the resourceVersion is no longer in the server's history."""
+
+
+def _difference(known: dict[tuple[str, str], dict],
+                current: dict[tuple[str, str], dict]) -> list[KubeEvent]:
+    """What a watcher missed between two lists, as the events it would have seen."""
+    out = [KubeEvent("DELETED", obj) for key, obj in known.items() if key not in current]
+    for key, obj in current.items():
+        old = known.get(key)
+        if old is None:
+            out.append(KubeEvent("ADDED", obj))
+        elif (old.get("metadata") or {}).get("resourceVersion") != \
+                (obj.get("metadata") or {}).get("resourceVersion"):
+            out.append(KubeEvent("MODIFIED", obj))
+    return out
+
+
+def _condition(obj: dict, kind: str) -> dict:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return {}
+
+
+def raycluster_health(rc: dict) -> RayClusterHealth:
+    """Ready = readyWorkerReplicas == desiredWorkerReplicas and HeadPodReady True (not `state`)."""
+    status = rc.get("status") or {}
+    ready_workers = int(status.get("readyWorkerReplicas") or 0)
+    desired = int(status.get("desiredWorkerReplicas") or 0)
+    head = _condition(rc, "HeadPodReady")
+    head_ready = head.get("status") == "True"
+    ready = head_ready and ready_workers == desired and "desiredWorkerReplicas" in status
+    message = f"head {'ready' if head_ready else 'not ready'}"
+    if not head_ready and (head.get("message") or head.get("reason")):
+        message += f" ({head.get('message') or head.get('reason')})"
+    message += f", workers {ready_workers}/{desired} ready"
+    return RayClusterHealth(ready, head_ready, ready_workers, desired, status.get("state", ""), message)
+
+
+# ----- the pods table ---------------------------------------------------------------------
+
+def _parse_time(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def preempted(pod: dict, *, gone: bool = False) -> bool:
+    """Killed by a Spot preemption / node loss: marked so by the kubelet or pod GC, or (`gone`)
+    deleted without ever showing Terminating, as the sandbox's pod GC does."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if status.get("reason") in PREEMPTED_REASONS:
+        return True
+    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"), {})
+    if cond.get("status") == "True" and cond.get("reason") in DISRUPTION_REASONS:
+        return True
+    return gone and not meta.get("deletionTimestamp")
+
+
+def _phase(pod: dict) -> str:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    shown = status.get("reason") or phase
+    if phase == "Pending" and spec.get("nodeName"):
+        shown = "ContainerCreating"  # scheduled, containers not started yet
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if (state.get("waiting") or {}).get("reason"):
+            shown = state["waiting"]["reason"]
+        elif "terminated" in state and phase != "Running":
+            term = state["terminated"] or {}
+            shown = term.get("reason") or f"ExitCode:{term.get('exitCode', 0)}"
+    if phase == "Succeeded" and shown in ("Succeeded",):
+        shown = "Completed"
+    return shown
+
+
+def pod_row(pod: dict, *, gone: bool = False, now: float | None = None) -> PodRow:
+    """One row of the pods table; `gone` for a pod a watch reported DELETED."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if preempted(pod, gone=gone):
+        phase = "PREEMPTED"
+    elif meta.get("deletionTimestamp") or gone:
+        phase = "Terminating" if not gone else "Deleted"
+    else:
+        phase = _phase(pod)
+    created = _parse_time(meta.get("creationTimestamp"))
+    now = time.time() if now is None else now
+    return PodRow(
+        name=meta.get("name", ""),
+        type=(meta.get("labels") or {}).get(NODE_TYPE_LABEL, ""),
+        node=spec.get("nodeName") or "",
+        phase=phase,
+        restarts=sum(int(cs.get("restartCount") or 0) for cs in status.get("containerStatuses") or []),
+        age_s=max(0.0, now - created) if created is not None else 0.0,
+    )
+
+
+# ----- GKE: endpoint, CA and an ADC token (no kubeconfig) ---------------------------------
+
+async def gke_configuration(cluster: Any) -> Any:
+    """A client Configuration for a GKE cluster proto, with a self-refreshing ADC token."""
+    import google.auth
+    from google.auth.transport.requests import Request
+    from kubernetes.aio.client import Configuration
+
+    creds, _ = await asyncio.to_thread(google.auth.default, scopes=[CLOUD_PLATFORM])
+    lock = asyncio.Lock()
+
+    async def refresh(cfg: Any) -> None:
+        # google-auth's `expired` already counts a few minutes of headroom before expiry.
+        async with lock:
+            if not creds.valid or creds.expired:
+                await asyncio.to_thread(creds.refresh, Request())
+            cfg.api_key["BearerToken"] = creds.token
+
+    cfg = Configuration(host=f"https://{cluster.endpoint}")
+    cfg.ca_cert_data = base64.b64decode(cluster.master_auth.cluster_ca_certificate).decode()
+    cfg.api_key_prefix["BearerToken"] = "Bearer"
+    cfg.refresh_api_key_hook = refresh
+    await refresh(cfg)
+    return cfg

@@ -1,0 +1,98 @@
+"""xpk and gcloud as subprocesses: argv lists, streamed output, a timeout, never a shell."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .endpoints import Endpoints
+from .errors import CloudError
+
+Line = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def error_line(self) -> str:
+        """The tool's own last error line (gcloud prints `ERROR: (gcloud.x) ...`)."""
+        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("ERROR")]
+        return (errors or lines or [f"exit code {self.returncode}"])[-1].strip()
+
+
+async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | None = None,
+                   on_line: Line | None = None, timeout_s: float | None = 300.0) -> ToolResult:
+    """Run `argv` (a list: never a shell string), streaming each output line to `on_line`."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=str(cwd) if cwd else None, env=endpoints.subprocess_env(),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    out: list[str] = []
+    err: list[str] = []
+
+    async def pump(stream: asyncio.StreamReader, sink: list[str]) -> None:
+        while True:
+            raw = await stream.readline()
+            if not raw:
+                return
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            sink.append(line)
+            if on_line:
+                on_line(line)
+
+    try:
+        await asyncio.wait_for(asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err),
+                                              proc.wait()), timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        # Our child, in its own session: end it and its children by PID, never by name.
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except asyncio.TimeoutError:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise CloudError(f"{argv[0]} {' '.join(argv[1:3])} did not finish within"
+                         f" {timeout_s:.0f} s", transient=True, code="Timeout") from None
+    return ToolResult(tuple(argv), proc.returncode or 0, "\n".join(out), "\n".join(err))
+
+
+async def gcloud_json(args: Sequence[str], endpoints: Endpoints, *, project: str,
+                      timeout_s: float = 120.0) -> Any | None:
+    """`gcloud ARGS --format=json`; None when the resource does not exist (NOT_FOUND)."""
+    res = await run_tool(["gcloud", *args, f"--project={project}", "--format=json"], endpoints,
+                         timeout_s=timeout_s)
+    if res.ok:
+        return json.loads(res.stdout or "null")
+    line = res.error_line()
+    if "NOT_FOUND" in line or "not found" in line.lower() or "was not found" in line:
+        return None
+    raise tool_error(res)
+
+
+def tool_error(res: ToolResult) -> CloudError:
+    line = res.error_line()
+    transient = any(w in line for w in ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL",
+                                        "DEADLINE_EXCEEDED", "try again", "429", "503"))
+    return CloudError(f"`{' '.join(res.argv[:4])}` failed: {line}", transient=transient,
+                      code="ToolFailed")
