@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from . import __version__
 
@@ -171,10 +171,74 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
+    """Load env.sh, pick the endpoints, run one headless command to its exit code."""
+    import asyncio
+
+    from .cloud.errors import CloudError
+    from .headless import Refused, endpoints_for
+    from .sandbox.manage import SandboxError
+
+    _, cfg = _load_env(args.env)
+    try:
+        endpoints = endpoints_for(getattr(args, "sandbox", False))
+        return asyncio.run(run(cfg, endpoints))
+    except Refused as exc:
+        raise UsageError(str(exc)) from None
+    except (CloudError, SandboxError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from . import headless
+
+    return _headless(args, lambda cfg, ep: headless.up(cfg, ep, yes=args.yes, verbose=args.verbose))
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from . import headless
+
+    return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume))
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from . import headless
+
+    return _headless(args, lambda cfg, ep: headless.logs(cfg, ep, job=args.job, follow=args.follow))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from . import headless
+
+    return _headless(args, lambda cfg, ep: headless.status(cfg, ep, as_json=args.json))
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from . import headless
+
+    return _headless(args, lambda cfg, ep: headless.down(cfg, ep, yes=args.yes, verbose=args.verbose))
+
+
 def cmd_wizard(args: argparse.Namespace) -> int:
-    # The wizard (issue 5) and the sandbox daemon (issue 3) land next; say so plainly.
-    print("rltui: the wizard is not built yet. Available now: rltui check, script, manifests,"
-          " report (see rltui --help).")
+    # The full-screen wizard is the next issue; until then say plainly what works.
+    if not args.sandbox:
+        print("rltui: the full-screen wizard is not built yet. Headless: rltui up | submit | logs |"
+              " status | down (add --sandbox to try them locally); see rltui --help.")
+        return 0
+    from .sandbox import manage
+
+    try:
+        status = manage.read_status() or manage.start()
+    except manage.SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 1
+    print(f"The sandbox is running (pid {status.pid}, state in {manage.sandbox_dir()}).\n"
+          "The full-screen wizard is not built yet; the same steps work headless now:\n"
+          "  rltui up --sandbox --env assets/sandbox.env.sh --yes\n"
+          "  rltui submit --sandbox --env assets/sandbox.env.sh && rltui logs --sandbox --env assets/sandbox.env.sh --follow\n"
+          "  rltui status --sandbox --env assets/sandbox.env.sh && rltui down --sandbox --env assets/sandbox.env.sh\n"
+          "  rltui sandbox stop")
     return 0
 
 
@@ -209,6 +273,26 @@ def build_parser() -> Parser:
     p = add("report", cmd_report, "summarise a NeMo-RL GRPO log, a row per step", env=False)
     p.add_argument("log", help="the saved job log")
     p.add_argument("--json", action="store_true", help="one JSON object per step and line")
+    def cloud(name: str, func: Command, help: str) -> Parser:
+        p = add(name, func, help)
+        p.add_argument("--sandbox", action="store_true", default=argparse.SUPPRESS,
+                       help="use the local sandbox (started if needed)")
+        return p
+
+    p = cloud("up", cmd_up, "create everything up to a ready RayCluster (asks first)")
+    p.add_argument("--yes", action="store_true", help="do not ask")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
+    p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the last job from its newest checkpoint")
+    p = cloud("logs", cmd_logs, "the job's log lines (exactly once each)")
+    p.add_argument("--job", help="submission id (default: the last one submitted)")
+    p.add_argument("--follow", action="store_true", help="until the job ends; final status last")
+    p = cloud("status", cmd_status, "every resource of the plan as the cloud sees it, and leaks")
+    p.add_argument("--json", action="store_true")
+    p = cloud("down", cmd_down, "stop the job, delete what rltui created, scan for leaks")
+    p.add_argument("--yes", action="store_true", help="do not ask")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
     p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, preempt",
             env=False)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)

@@ -28,6 +28,8 @@ class Endpoints:
     # Real seconds per reference second: 1 for Google; 1/speed for a sandbox running faster.
     # Expected durations, poll intervals and timeouts scale with it.
     time_scale: float = 1.0
+    # Whether the job downloads the model from Hugging Face (so submitting needs HF_TOKEN).
+    downloads_models: bool = True
 
     @classmethod
     def google(cls) -> "Endpoints":
@@ -46,6 +48,7 @@ class Endpoints:
             tool_env={"KUBECONFIG": str(kubeconfig.with_name("kubeconfig-gcloud")),
                       "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
             time_scale=1.0 / float(status.get("speed") or 60.0),
+            downloads_models=False,  # the sandbox's GRPO demo trains a tiny local policy
         )
 
     # --- Google clients (async, built inside a running loop) ---

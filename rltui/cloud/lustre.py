@@ -61,9 +61,9 @@ class LustreAdapter:
 
         async def call() -> None:
             try:
-                await self.client.create_instance(
+                await self.client.create_instance(request=lustre_v1.CreateInstanceRequest(
                     parent=f"projects/{self.project}/locations/{self.location}",
-                    instance_id=instance_id, instance=instance, request_id=request_id,
+                    instance_id=instance_id, instance=instance, request_id=request_id),
                     timeout=CALL_TIMEOUT_S)
             except gexc.AlreadyExists:
                 return  # a retry after a lost answer, or created by an earlier run

@@ -115,8 +115,12 @@ class RayJobs:
     async def _get_client(self) -> Any:
         if self._client is None:
             def build() -> Any:
+                import logging
+
                 from ray.job_submission import JobSubmissionClient  # ~0.5 s and ~100 MB: lazily
 
+                # Ray's SDK logs every upload and websocket close at INFO on stderr: not ours to print.
+                logging.getLogger("ray").setLevel(logging.WARNING)
                 return JobSubmissionClient(self.dashboard_url)
             try:
                 self._client = await asyncio.wait_for(asyncio.to_thread(build), CALL_TIMEOUT_S)

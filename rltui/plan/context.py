@@ -1,0 +1,102 @@
+"""What every codelab step works with: the config, the endpoints, the adapters, the folders."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import RLConfig
+from ..latency import reference_seconds
+from ..script import xpk_state_subdir
+
+
+def state_root() -> Path:
+    """rltui's state folder (XDG): progress, xpk state, job folders."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "rltui"
+
+
+@dataclass
+class Context:
+    cfg: RLConfig
+    endpoints: Any                     # rltui.cloud.endpoints.Endpoints
+    root: Path = field(default_factory=state_root)
+    _adapters: dict[str, Any] = field(default_factory=dict)
+    dashboard_url: str | None = None
+
+    # --- folders ---
+
+    @property
+    def xpk_dir(self) -> Path:
+        """One fixed folder per cluster: `xpk cluster delete` finds its networks only here."""
+        return self.root / xpk_state_subdir(self.cfg)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "runs" / self.cfg.project_id / self.cfg.cluster_name
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.run_dir / "jobs"
+
+    def expected(self, key: str) -> float:
+        """A reference duration in real seconds for these endpoints (a sandbox runs faster)."""
+        return reference_seconds(key, self.endpoints.time_scale)
+
+    # --- adapters, built on first use (their client libraries load lazily) ---
+
+    def _get(self, name: str, build: Any) -> Any:
+        if name not in self._adapters:
+            self._adapters[name] = build()
+        return self._adapters[name]
+
+    @property
+    def lustre(self) -> Any:
+        from ..cloud.lustre import LustreAdapter
+
+        return self._get("lustre", lambda: LustreAdapter(self.endpoints, self.cfg.project_id,
+                                                          self.cfg.zone))
+
+    @property
+    def gke(self) -> Any:
+        from ..cloud.gke import GkeAdapter
+
+        return self._get("gke", lambda: GkeAdapter(self.endpoints, self.cfg.project_id,
+                                                    self.cfg.region, self.cfg.cluster_name))
+
+    @property
+    def network(self) -> Any:
+        from ..cloud.network import NetworkAdapter
+
+        return self._get("network", lambda: NetworkAdapter(self.endpoints, self.cfg.project_id))
+
+    async def kube(self) -> Any:
+        """A connected Kubernetes adapter (from the GKE cluster, or the endpoints' kubeconfig)."""
+        if "kube" not in self._adapters:
+            from ..cloud.kube import KubeAdapter
+
+            cluster = None if self.endpoints.kubeconfig else await self.gke.get()
+            adapter = KubeAdapter(self.endpoints, cluster=cluster)
+            await adapter.connect()
+            self._adapters["kube"] = adapter
+        return self._adapters["kube"]
+
+    async def dashboard(self) -> str:
+        """The Ray dashboard's local URL through a port-forward this context owns."""
+        if self.dashboard_url is None:
+            from ..cloud.portforward import DashboardForward
+
+            forward = DashboardForward(await self.kube(), self.cfg.head_service)
+            self.dashboard_url = await forward.start()
+            self._adapters["forward"] = forward
+            await forward.wait_ready(timeout_s=max(30.0, self.expected("pod_start") * 3))
+        return self.dashboard_url
+
+    async def close(self) -> None:
+        for name in ("forward", "kube"):
+            adapter = self._adapters.pop(name, None)
+            if adapter is not None:
+                await adapter.close()
+        self.dashboard_url = None

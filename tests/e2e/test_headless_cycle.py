@@ -1,0 +1,150 @@
+"""Issue 4's acceptance: up -> submit -> logs -> status -> down against a fresh sandbox.
+
+The headless commands run as a user runs them (subprocesses of `rltui`), in a fresh state
+folder, with the devrel-demos env.sh (8 Spot B200 nodes), against the session's sandbox at
+speed 300. One test per phase; they share the cluster, so they run in file order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent.parent / "data"
+TOKEN = "hf_e2eSecretValue" + "Q7x" * 8  # must never leave env.sh except into the Secret
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def user(sandbox, sandbox_dir, tmp_path_factory):
+    home = tmp_path_factory.mktemp("user")
+    env_sh = home / "env.sh"
+    env_sh.write_text((DATA / "env" / "devrel-demos.env.sh").read_text().replace(
+        'HF_TOKEN=""', f'HF_TOKEN="{TOKEN}"'))
+    env_sh.chmod(0o600)
+    env = {**os.environ, "RLTUI_SANDBOX_DIR": str(sandbox_dir), "XDG_STATE_HOME": str(home / "state"),
+           "HOME": str(home)}
+    return {"env": env, "env_sh": env_sh, "home": home, "status": sandbox, "outputs": []}
+
+
+def rltui(user, *args, timeout=240):
+    out = subprocess.run([sys.executable, "-m", "rltui.cli", *args, "--env", str(user["env_sh"]),
+                          "--sandbox"], env=user["env"], capture_output=True, text=True,
+                         timeout=timeout, cwd=user["home"])
+    user["outputs"].append(out.stdout + out.stderr)
+    return out
+
+
+def status_json(user):
+    out = rltui(user, "status", "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
+    """In-process, to read the runner's own event timestamps."""
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.config import parse_config
+    from rltui.envfile import EnvFile
+    from rltui.headless import _runner
+    from rltui.plan.context import Context
+
+    monkeypatch.setenv("XDG_STATE_HOME", user["env"]["XDG_STATE_HOME"])
+    cfg = parse_config(EnvFile.read(user["env_sh"]).values())
+    events = []
+
+    async def run():
+        ctx = Context(cfg, Endpoints.sandbox(user["status"]))
+        runner = _runner(ctx, events.append)
+        try:
+            return await runner.up()
+        finally:
+            await ctx.close()
+
+    result = asyncio.run(run())
+    assert result.ok, result.messages
+
+    def first(step, state):
+        return min(e.at for e in events if e.step == step and e.state.value == state
+                   and getattr(e, "kind", "state") == "state")
+
+    xpk_done = first("xpk_cluster", "done")
+    assert first("network_ready", "done") < xpk_done
+    assert first("ip_range", "done") < xpk_done
+    assert first("peering", "done") < xpk_done
+    assert first("lustre_instance", "running") < xpk_done, "Lustre must start before xpk ends"
+    # And the addon update waits for xpk: one GKE operation at a time.
+    assert first("addons", "done") > xpk_done
+
+
+def test_up_twice_creates_nothing_twice(user):
+    before = status_json(user)
+    kube = ["kubectl", "--kubeconfig", user["status"]["kubeconfig"]]
+    uid = subprocess.run([*kube, "get", "raycluster", "ray-a4-gpu-spot", "-o",
+                          "jsonpath={.metadata.uid}"], capture_output=True, text=True).stdout
+    out = rltui(user, "up", "--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    created = re.findall(r"^\s+\S+\s+(.+?)\s{2,}done\b", out.stdout, re.MULTILINE)
+    # Only the local connection steps and the Secret (re-applied, unchanged) run again.
+    assert set(created) <= {"Cluster credentials", "Secret (HF_TOKEN, WANDB_API_KEY)",
+                            "Ray dashboard reachable"}, created
+    assert "existed" in out.stdout
+    assert status_json(user)["resources"] == before["resources"]
+    assert subprocess.run([*kube, "get", "raycluster", "ray-a4-gpu-spot", "-o",
+                           "jsonpath={.metadata.uid}"], capture_output=True, text=True).stdout == uid
+    lustre = subprocess.run(["gcloud", "lustre", "instances", "list", "--location=-",
+                             "--project=team-rl-sandbox-42", "--format=value(name)"],
+                            capture_output=True, text=True,
+                            env={**user["env"], "PATH": f"{user['status']['bin_dir']}:{os.environ['PATH']}"})
+    assert lustre.stdout.split() and len(lustre.stdout.split()) == 1, lustre.stdout
+
+
+def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
+    out = rltui(user, "submit")
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().splitlines()[-1]
+    assert job_id.startswith("rltui-")
+    logs = rltui(user, "logs", "--follow")
+    assert logs.returncode == 0, logs.stderr[-2000:]
+    lines = logs.stdout.rstrip("\n").splitlines()
+    assert lines[-1] == "SUCCEEDED"
+    steps = re.findall(r"=+ Step (\d+)/(\d+) =+", logs.stdout)
+    assert [int(s) for s, _ in steps] == list(range(1, 21)), "each step exactly once, in order"
+    assert "Step 20/20" in logs.stdout
+
+
+def test_status_lists_the_cluster_lustre_and_raycluster_and_the_job(user):
+    data = status_json(user)
+    states = {(r["kind"], r["name"]): r["state"] for r in data["resources"]}
+    assert states[("GKE cluster", "ray-a4-gpu-spot")] == "running"
+    assert states[("Lustre instance", "rl-demo-gpu-lustre")] == "active"
+    assert states[("RayCluster", "ray-a4-gpu-spot")] == "ready"
+    assert all({"kind", "name", "state", "owned"} <= set(r) for r in data["resources"])
+    assert data["job"]["status"] == "SUCCEEDED"
+    assert (data["job"]["step"], data["job"]["total_steps"]) == (20, 20)
+
+
+def test_down_deletes_everything_and_leaves_nothing(user):
+    out = rltui(user, "down", "--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "leak scan: nothing of rltui's left" in out.stdout
+    data = status_json(user)
+    assert [r for r in data["resources"] if r["state"] != "absent"] == []
+    assert data["job"] is None
+
+
+def test_the_token_never_left_env_sh_except_into_the_secret(user):
+    """Not in any command's output, nor in anything rltui wrote (job folder, progress, logs)."""
+    for text in user["outputs"]:
+        assert TOKEN not in text
+    written = [p for p in (user["home"] / "state").rglob("*") if p.is_file()]
+    assert any(p.name == "run_nemo_rl.sh" for p in written)
+    for path in written:
+        assert TOKEN.encode() not in path.read_bytes(), path
