@@ -221,24 +221,23 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_wizard(args: argparse.Namespace) -> int:
-    # The full-screen wizard is the next issue; until then say plainly what works.
-    if not args.sandbox:
-        print("rltui: the full-screen wizard is not built yet. Headless: rltui up | submit | logs |"
-              " status | down (add --sandbox to try them locally); see rltui --help.")
-        return 0
-    from .sandbox import manage
+    """The full-screen wizard. Cloud clients load in workers, after the first frame."""
+    from .app import RLTuiApp
+    from .session import Session
+    from .widgets.chrome import HeaderInfo
 
-    try:
-        status = manage.read_status() or manage.start()
-    except manage.SandboxError as exc:
-        print(f"sandbox: {exc}", file=sys.stderr)
-        return 1
-    print(f"The sandbox is running (pid {status.pid}, state in {manage.sandbox_dir()}).\n"
-          "The full-screen wizard is not built yet; the same steps work headless now:\n"
-          "  rltui up --sandbox --env assets/sandbox.env.sh --yes\n"
-          "  rltui submit --sandbox --env assets/sandbox.env.sh && rltui logs --sandbox --env assets/sandbox.env.sh --follow\n"
-          "  rltui status --sandbox --env assets/sandbox.env.sh && rltui down --sandbox --env assets/sandbox.env.sh\n"
-          "  rltui sandbox stop")
+    env_path = Path(args.env)
+    if env_path.exists() and not env_path.is_file():
+        raise UsageError(f"--env: {env_path} is not a file")
+
+    def endpoints():
+        from .headless import endpoints_for
+
+        return endpoints_for(args.sandbox)
+
+    session = Session(env_path, endpoints)
+    header = HeaderInfo(mode="SANDBOX" if args.sandbox else "Google Cloud")
+    RLTuiApp(session, header=header).run()
     return 0
 
 

@@ -1,0 +1,273 @@
+"""The wizard: seven screens over the codelab's steps, fed by workers, never blocking a frame.
+
+Screens subscribe to the app's signals (`app.bus`) and ask the app for actions; the app runs
+every blocking call in a worker, publishes the results, and handles worker errors in one
+place. Without a session (snapshot tests) nothing runs: tests publish deterministic data.
+
+Keys avoid what a browser-based Cloud Shell keeps for itself (ctrl+n/t/w, ctrl+tab,
+ctrl+1..9, alt+1..9, F1, F5, F6, F11, F12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.signal import Signal
+from textual.worker import Worker, WorkerState
+
+from .widgets.chrome import HeaderInfo
+
+# (mode, title, module, class, key)
+SCREENS: list[tuple[str, str, str, str, str]] = [
+    ("start", "Start", "start", "StartScreen", "f2"),
+    ("configure", "Configure", "configure", "ConfigureScreen", "f3"),
+    ("provision", "Provision", "provision", "ProvisionScreen", "f4"),
+    ("job", "Job", "job", "JobScreen", "f7"),
+    ("monitor", "Monitor", "monitor", "MonitorScreen", "f8"),
+    ("metrics", "Metrics", "metrics", "MetricsScreen", "f9"),
+    ("teardown", "Teardown", "teardown", "TeardownScreen", "f10"),
+]
+STEPS = [(mode, title) for mode, title, *_ in SCREENS]
+LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
+
+
+def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
+    def make() -> Screen:
+        return getattr(importlib.import_module(f"rltui.screens.{module}"), cls)()
+    return make
+
+
+class Bus:
+    """The topics screens subscribe to. Payload types are in each module that publishes them."""
+
+    TOPICS = ("header", "config", "preflight", "plan", "run_event", "run_result", "inventory",
+              "pod_event", "kube_events", "log_lines", "job_status", "step_record",
+              "checkpoint", "metrics", "teardown_event", "notice")
+
+    def __init__(self, owner: App) -> None:
+        for topic in self.TOPICS:
+            setattr(self, topic, Signal(owner, topic))
+
+    def __getattr__(self, name: str) -> Signal:  # for type checkers; real ones are set above
+        raise AttributeError(name)
+
+
+_HERE = Path(__file__).parent
+
+
+class RLTuiApp(App):
+    # The one stylesheet; per-screen sections in styles/ are merged into it before release.
+    CSS_PATH = ["rltui.tcss", *sorted(str(p.relative_to(_HERE)) for p in (_HERE / "styles").glob("*.tcss"))]
+    TITLE = "rltui"
+    MODES = {mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
+    DEFAULT_MODE = "start"
+    BINDINGS = [
+        *(Binding(key, f"switch_mode('{mode}')", title, show=False, priority=True)
+          for mode, title, _m, _c, key in SCREENS),
+        Binding("ctrl+q", "quit", "quit", priority=True),
+        Binding("[", "step(-1)", "prev"),
+        Binding("]", "step(1)", "next"),
+        Binding("question_mark", "help", "help"),
+    ]
+
+    def __init__(self, session: Any = None, *, header: HeaderInfo | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.bus = Bus(self)
+        self.header_info = header or HeaderInfo()
+        self._log_buffer: list[str] = []
+
+    # --- navigation, help, palette ---
+
+    def action_step(self, delta: int) -> None:
+        modes = [m for m, _ in STEPS]
+        self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for mode, title, _m, _c, key in SCREENS:
+            yield SystemCommand(f"Go to {title}", f"Switch to the {title} screen ({key.upper()})",
+                                lambda mode=mode: self.switch_mode(mode))
+        actions = [
+            ("Provision: run the plan", "Create what is missing, in parallel", self.start_provision),
+            ("Job: submit", "Submit the GRPO job", lambda: self.submit_job(False)),
+            ("Job: resubmit to resume", "Resume from the newest checkpoint", lambda: self.submit_job(True)),
+            ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
+            ("Teardown: refresh the inventory", "Ask the cloud what exists", self.refresh_inventory),
+            ("Preflight: check again", "Re-run the preflight checks", self.run_preflight),
+            ("Help", "Keys and screens", self.action_help),
+        ]
+        for title, help, callback in actions:
+            yield SystemCommand(title, help, callback)
+
+    # --- life cycle ---
+
+    def on_mount(self) -> None:
+        self.set_interval(LOG_FLUSH_S, self._flush_logs)
+        if self.session is None:
+            return
+        state = self.session.config_state()
+        self.set_header(project=state.values.get("PROJECT_ID", ""),
+                        cluster=state.values.get("CLUSTER_NAME", ""))
+        self.bus.config.publish(state)
+        self._boot()
+
+    @work(thread=True, exclusive=True, group="boot")
+    def _boot(self) -> None:
+        """After the first frame: find (or start) the endpoints, then ask the cloud."""
+        label = self.session.endpoints.label
+        self.call_from_thread(self._booted, label)
+
+    def _booted(self, label: str) -> None:
+        self.set_header(mode=label)
+        self.publish_plan()
+        self.run_preflight()
+        self.refresh_inventory()
+
+    def set_header(self, **changes: Any) -> None:
+        from dataclasses import replace
+
+        self.header_info = replace(self.header_info, **changes)
+        self.bus.header.publish(self.header_info)
+
+    def _publish_config(self) -> None:
+        state = self.session.config_state()
+        self.set_header(project=state.values.get("PROJECT_ID", ""),
+                        cluster=state.values.get("CLUSTER_NAME", ""))
+        self.bus.config.publish(state)
+        self.publish_plan()
+
+    def save_config(self, values: dict[str, str]) -> None:
+        """Write the form's values (secrets included) to env.sh and republish the config."""
+        path = self.session.save_env(values)
+        self.notify(f"saved {path} (mode 0600)", title="env.sh")
+        self._publish_config()
+
+    def reload_config(self) -> None:
+        self.session.load_env()
+        self._publish_config()
+
+    def publish_plan(self) -> None:
+        """The plan as the Provision screen draws it: steps, critical path, ETA (no I/O)."""
+        if self.session is None or self.session.cfg is None:
+            return
+        from .plan.view import plan_view
+
+        self.bus.plan.publish(plan_view(self.session.runner(self._on_run_event)))
+
+    def _on_run_event(self, event: Any) -> None:
+        self.bus.run_event.publish(event)
+        if getattr(event, "kind", "state") in ("state", "note", "progress"):
+            self.publish_plan()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker failures surface: a notification, never a traceback."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            message = getattr(error, "message", None) or str(error) or type(error).__name__
+            self.notify(message.splitlines()[0][:300], title=event.worker.group or "error",
+                        severity="error", timeout=10)
+            self.bus.notice.publish(("error", event.worker.group, message))
+
+    # --- workers: each publishes what it learns ---
+
+    @work(exclusive=True, group="preflight")
+    async def run_preflight(self) -> None:
+        self.bus.preflight.publish(await self.session.preflight())
+
+    @work(exclusive=True, group="inventory")
+    async def refresh_inventory(self) -> None:
+        self.bus.inventory.publish(await self.session.inventory())
+
+    @work(exclusive=True, group="provision")
+    async def start_provision(self, skip: frozenset[str] = frozenset()) -> None:
+        targets = None
+        if skip:
+            runner = self.session.runner(self._on_run_event)
+            dropped, changed = set(skip), True
+            while changed:  # a skipped step takes everything that needs it along
+                before = len(dropped)
+                dropped |= {s.name for s in runner.steps if set(s.needs) & dropped}
+                changed = len(dropped) != before
+            targets = {s.name for s in runner.steps} - dropped
+        result = await self.session.up(self._on_run_event, targets)
+        self.bus.run_result.publish(result)
+        if result.ok:
+            self.notify("RayCluster ready; the dashboard answers", title="Provision")
+            self.refresh_inventory()
+            self.watch_pods()
+
+    @work(exclusive=True, group="teardown")
+    async def start_teardown(self) -> None:
+        result = await self.session.down(self.bus.teardown_event.publish)
+        self.bus.run_result.publish(result)
+        self.refresh_inventory()
+
+    @work(exclusive=True, group="job")
+    async def submit_job(self, resume: bool = False) -> None:
+        job_id = await self.session.submit(resume)
+        self.notify(f"submitted {job_id}", title="Job")
+        self.bus.job_status.publish({"id": job_id, "status": "PENDING"})
+        self.set_header(job="PENDING")
+        self.follow_logs()
+
+    @work(exclusive=True, group="logs")
+    async def follow_logs(self) -> None:
+        from .joblog import JobLogParser, RunTracker
+
+        parser, tracker = JobLogParser(), RunTracker()
+        partial = [""]
+
+        def on_text(text: str) -> None:
+            lines = (partial[0] + text).split("\n")
+            partial[0] = lines.pop()
+            self._log_buffer.extend(lines)
+            for ev in parser.feed(text):
+                record = tracker.update(ev)
+                if record is not None:
+                    self.bus.step_record.publish(record)
+                    self.set_header(job=f"RUNNING {record.step}/{record.total_steps}")
+                if type(ev).__name__ == "CheckpointEvent":
+                    self.bus.checkpoint.publish(ev)
+
+        self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
+        final = await self.session.follow_logs(on_text)
+        if partial[0]:
+            self._log_buffer.append(partial[0])
+        last = tracker.records[-1] if tracker.records else None
+        self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
+        self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
+
+    def _flush_logs(self) -> None:
+        if self._log_buffer:
+            batch, self._log_buffer = self._log_buffer, []
+            self.bus.log_lines.publish(batch)
+
+    @work(exclusive=True, group="pods")
+    async def watch_pods(self) -> None:
+        async for event in self.session.pod_events():
+            self.bus.pod_event.publish(event)
+
+    @work(exclusive=True, group="metrics")
+    async def poll_metrics(self, every_s: float = 60.0) -> None:
+        """Never overlapping: the next poll is scheduled when the last one finished."""
+        while True:
+            self.bus.metrics.publish(await self.session.lustre_metrics())
+            await asyncio.sleep(every_s)
+
+    async def on_unmount(self) -> None:
+        # Quitting never stops cloud operations; only local connections close.
+        if self.session is not None:
+            await self.session.close()

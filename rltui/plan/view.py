@@ -1,0 +1,19 @@
+"""The plan as a screen draws it: each step's view, the critical path and an honest ETA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PlanView:
+    steps: tuple[Any, ...]          # rltui.plan.runner.StepView, in graph order
+    critical_path: tuple[str, ...]  # step names, first to last
+    eta_s: float | None             # seconds to a ready RayCluster; None when a failure blocks it
+    running: bool
+
+
+def plan_view(runner: Any) -> PlanView:
+    return PlanView(tuple(runner.snapshot()), tuple(runner.critical_path()), runner.eta_s(),
+                    bool(runner.busy))

@@ -1,0 +1,1 @@
+"""Widgets shared by the wizard's screens, grouped by feature."""

@@ -1,0 +1,74 @@
+"""The chrome on every screen: where am I, what exists, is the job alive; and the step bar."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Static
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    """What the header shows; published by the app on its `header` signal."""
+    mode: str = "SANDBOX"          # "SANDBOX" or "Google Cloud"
+    project: str = ""
+    cluster: str = ""
+    job: str = ""                  # e.g. "RUNNING 7/20"
+    clock: str | None = None       # fixed text in snapshots; None: the wall clock
+
+
+class WizardHeader(Widget):
+    """` rltui  SANDBOX  project P  cluster C  job RUNNING 7/20          12:04 `"""
+
+    info: reactive[HeaderInfo] = reactive(HeaderInfo, layout=True)
+
+    def render(self) -> Text:
+        i = self.info
+        text = Text(" rltui ", style="bold")
+        badge = "badge-sandbox" if i.mode == "SANDBOX" else "badge-real"
+        text.append(f" {i.mode} ", style=self.get_component_rich_style(badge))
+        if i.project:
+            text.append("  project ", style="dim").append(i.project, style="bold")
+        if i.cluster:
+            text.append("  cluster ", style="dim").append(i.cluster, style="bold")
+        if i.job:
+            text.append("  job ", style="dim").append(i.job, style="bold")
+        clock = i.clock if i.clock is not None else time.strftime("%H:%M")
+        pad = max(1, self.size.width - text.cell_len - len(clock) - 1)
+        return text.append(" " * pad).append(clock + " ")
+
+    COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
+
+
+class StepBar(Horizontal):
+    """The wizard's steps; also the navigation (click, or the keys in the footer)."""
+
+    class Selected(Message):
+        def __init__(self, mode: str) -> None:
+            super().__init__()
+            self.mode = mode
+
+    def __init__(self, steps: list[tuple[str, str]], current: str) -> None:
+        super().__init__(id="step-bar")
+        self.steps, self.current = steps, current
+
+    def compose(self) -> ComposeResult:
+        for mode, title in self.steps:
+            classes = "step current" if mode == self.current else "step"
+            yield StepLabel(mode, title, classes=classes)
+
+
+class StepLabel(Static):
+    def __init__(self, mode: str, title: str, classes: str) -> None:
+        super().__init__(f" {title} ", classes=classes)
+        self.mode = mode
+
+    def on_click(self) -> None:
+        self.post_message(StepBar.Selected(self.mode))

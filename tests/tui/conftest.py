@@ -1,0 +1,23 @@
+"""The wizard under test: a deterministic app (no session, a fixed clock) and sample data.
+
+Snapshot and pilot tests build the app with `wizard_app()`, switch to a screen, publish
+sample data on `app.bus.<topic>` and compare. Nothing here talks to a cloud or a sandbox.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rltui.app import RLTuiApp
+from rltui.widgets.chrome import HeaderInfo
+
+SIZE = (120, 40)
+HEADER = HeaderInfo(mode="SANDBOX", project="team-rl-sandbox-42", cluster="ray-a4-gpu-spot",
+                    job="RUNNING 7/20", clock="12:04")
+
+
+@pytest.fixture
+def wizard_app():
+    def make(header: HeaderInfo = HEADER) -> RLTuiApp:
+        return RLTuiApp(session=None, header=header)
+    return make
