@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rltui.atomic import write_private
 from rltui.plan.step import StepState
 
 VERSION = 1
@@ -72,20 +72,7 @@ class ProgressStore:
 
     def save(self, record: RunRecord) -> None:
         _make_private_dirs(self.path.parent)
-        payload = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".progress-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:   # mkstemp creates it 0600
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        write_private(self.path, json.dumps(record.to_json(), indent=1, sort_keys=True))
         _fsync_dir(self.path.parent)
 
     def load(self) -> RunRecord | None:

@@ -26,17 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_private
 from .manage import CHILDREN_FILE, STATUS_FILE
 
 log = logging.getLogger("rltui.sandbox")
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data, indent=2))
 
 
 def _loopback_socket() -> socket.socket:

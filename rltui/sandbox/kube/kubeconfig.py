@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
+
+from ...atomic import write_private
 
 # Not a secret: the sandbox accepts any token; real clusters never see this file.
 SANDBOX_TOKEN = "rltui-sandbox"
@@ -25,10 +26,5 @@ def write_kubeconfig(path: Path, server: str, context: str = "rltui-sandbox") ->
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(config, fh, sort_keys=False)
-    os.replace(tmp, path)
-    os.chmod(path, 0o600)
+    write_private(path, yaml.safe_dump(config, sort_keys=False))
     return path

@@ -16,6 +16,7 @@ from rltui.sandbox.tools import (
     ACCOUNT, call, canonical_property, control_url, printer, property_value, read_properties,
     write_properties,
 )
+from rltui.atomic import write_private
 from rltui.sandbox.tools.output import FormatError, render
 
 VERSION = "Google Cloud SDK 550.0.0 (rltui sandbox fake)\ncore 2026.01.01\n"
@@ -310,12 +311,7 @@ def merge_kubeconfig(context: str, server: str, token: str) -> Path:
         config[section] = items + [{"name": context, key: body}]
     config["current-context"] = context
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.rltui-tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(config, fh, sort_keys=False)
-    os.replace(tmp, path)
-    return path
+    return write_private(path, yaml.safe_dump(config, sort_keys=False))
 
 
 # ---- config, auth, version ----------------------------------------------------------------------------------
