@@ -18,5 +18,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The wizard against the local sandbox; env.sh (git-ignored, 0600) starts as the sandbox example.
+ENV ?= env.sh
 sandbox: $(STAMP)
-	$(BIN)/rltui --sandbox
+	@test -e $(ENV) || (cp assets/sandbox.env.sh $(ENV) && chmod 600 $(ENV) && echo "wrote $(ENV) from assets/sandbox.env.sh")
+	$(BIN)/rltui --sandbox --env $(ENV)
