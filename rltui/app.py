@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -44,18 +45,41 @@ def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
     return make
 
 
-class Bus:
-    """The topics screens subscribe to. Payload types are in each module that publishes them."""
+class ReplaySignal(Signal):
+    """A signal that remembers: a screen created later (modes are built on first visit)
+    receives the last value, or the bounded history of a stream, when it subscribes."""
 
-    TOPICS = ("header", "config", "preflight", "plan", "run_event", "run_result", "inventory",
-              "pod_event", "kube_events", "log_lines", "job_status", "step_record",
-              "checkpoint", "metrics", "teardown_event", "notice")
+    def __init__(self, owner: App, name: str, keep: int) -> None:
+        super().__init__(owner, name)
+        self.history: deque[Any] = deque(maxlen=keep)
+
+    def publish(self, data: Any) -> None:
+        self.history.append(data)
+        super().publish(data)
+
+    def subscribe(self, node: Any, callback: Callable[[Any], Any], immediate: bool = False) -> None:
+        super().subscribe(node, callback, immediate)
+        for data in list(self.history):
+            callback(data)
+
+
+class Bus:
+    """The topics screens subscribe to. State topics replay their last value; streams replay
+    a bounded history (payload types: see tui brief / each publisher)."""
+
+    STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
+             "job_status", "metrics")
+    STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": 2000, "step_record": 5000,
+               "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
+    TOPICS = STATE + tuple(STREAMS)
 
     def __init__(self, owner: App) -> None:
-        for topic in self.TOPICS:
-            setattr(self, topic, Signal(owner, topic))
+        for topic in self.STATE:
+            setattr(self, topic, ReplaySignal(owner, topic, keep=1))
+        for topic, keep in self.STREAMS.items():
+            setattr(self, topic, ReplaySignal(owner, topic, keep=keep))
 
-    def __getattr__(self, name: str) -> Signal:  # for type checkers; real ones are set above
+    def __getattr__(self, name: str) -> ReplaySignal:  # for type checkers; real ones are set above
         raise AttributeError(name)
 
 
@@ -261,11 +285,18 @@ class RLTuiApp(App):
             self.bus.pod_event.publish(event)
 
     @work(exclusive=True, group="metrics")
-    async def poll_metrics(self, every_s: float = 60.0) -> None:
-        """Never overlapping: the next poll is scheduled when the last one finished."""
+    async def poll_metrics(self) -> None:
+        """Never overlapping: the next poll starts when the last one finished, one alignment
+        period later (a minute against Google; shorter in a faster sandbox)."""
         while True:
-            self.bus.metrics.publish(await self.session.lustre_metrics())
-            await asyncio.sleep(every_s)
+            period = 60.0
+            try:
+                metrics = await self.session.lustre_metrics()
+                self.bus.metrics.publish(metrics)
+                period = float(metrics.get("period_s") or period)
+            except Exception as exc:  # noqa: BLE001 - a failed poll must not end the charts
+                self.bus.notice.publish(("warning", "metrics", str(exc)[:300]))
+            await asyncio.sleep(max(1.0, period))
 
     async def on_unmount(self) -> None:
         # Quitting never stops cloud operations; only local connections close.

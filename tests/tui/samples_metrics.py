@@ -1,0 +1,91 @@
+"""Deterministic data for the Metrics screen: one GRPO run of 20 steps seen by Monitoring.
+
+Three saves (steps 6, 12, 18) write a 1.45 TB checkpoint each; the write rate of every
+one-minute period is what those saves put into it, so the spikes sit under the saves.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rltui.cloud.monitoring import Point
+from rltui.joblog import CheckpointEvent, StepRecord
+
+AT = 1_760_000_000.0              # the poll: "now" on the time axis
+PERIOD = 60
+POINTS = 30
+CAPACITY_GIB = 9000
+GIB = 1024 ** 3
+CKPT_BYTES = 1.45e12
+CKPT_DIR = "/lustre/nemo_rl_qwen_72b_ds_cp/nemo-rl-grpo-test1"
+SAVES = {6: 241.3, 12: 188.8, 18: 176.5}   # step -> checkpoint seconds
+TOTAL_STEPS = 20
+
+
+def step_time(step: int) -> float:
+    return 52.0 + 3.0 * math.sin(step) + SAVES.get(step, 0.0)
+
+
+def step_ends() -> dict[int, float]:
+    """Each step's end, the last one 30 s before the poll."""
+    ends, t = {}, AT - 30.0
+    for step in range(TOTAL_STEPS, 0, -1):
+        ends[step] = t
+        t -= step_time(step)
+    return ends
+
+
+def save_windows() -> list[tuple[float, float, float]]:
+    """(start, end, bytes per second) of each save: it ends with its step."""
+    ends = step_ends()
+    return [(ends[s] - secs, ends[s], CKPT_BYTES / secs) for s, secs in SAVES.items()]
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def metrics(points: int = POINTS, period: int = PERIOD) -> dict:
+    ts = [AT - (points - 1 - i) * period for i in range(points)]
+    write, read, used = [], [], []
+    for t in ts:
+        saved = sum(_overlap(t - period, t, s0, s1) * rate for s0, s1, rate in save_windows())
+        write.append(Point(t, 1.5e8 + saved / period))
+        start = min(step_ends().values()) - step_time(1)
+        loading = _overlap(t - period, t, start - 200, start) * 2.1e9  # model load before step 1
+        read.append(Point(t, 4.0e7 + loading / period))
+        done = sum(min(1.0, _overlap(-math.inf, t, s0, s1) / (s1 - s0))
+                   for s0, s1, _ in save_windows())
+        kept = min(done, 2.0)  # keep_top_k=2 prunes the oldest after the third save
+        used.append(Point(t, 150 * GIB + kept * CKPT_BYTES))
+    return {"at": AT, "period_s": period, "read": read, "write": write, "used": used,
+            "capacity_gib": CAPACITY_GIB}
+
+
+def dense_metrics(points: int, phase: float = 0.0) -> dict:
+    """Many points over the same 30 minutes (a fine alignment period, or a long window)."""
+    period = 1800 / points
+    ts = [AT - (points - 1 - i) * period for i in range(points)]
+    wave = [Point(t, 1e9 * (1.2 + math.sin(i / 37.0 + phase))) for i, t in enumerate(ts)]
+    return {"at": AT, "period_s": period, "read": wave, "write": wave,
+            "used": [Point(t, 200 * GIB) for t in ts], "capacity_gib": CAPACITY_GIB}
+
+
+def checkpoints() -> list[tuple[float, CheckpointEvent]]:
+    """Each save's event with the time its log line arrives (the end of its step)."""
+    ends = step_ends()
+    return [(ends[step], CheckpointEvent(step, f"{CKPT_DIR}/step_{step}", secs))
+            for step, secs in SAVES.items()]
+
+
+def step_records() -> list[StepRecord]:
+    """20 steps, reward rising from about 0.1 to 0.8."""
+    out = []
+    for step in range(1, TOTAL_STEPS + 1):
+        reward = 0.1 + 0.7 * (1 - math.exp(-step / 6)) + 0.03 * math.sin(step * 1.7)
+        saved = SAVES.get(step)
+        out.append(StepRecord(step, TOTAL_STEPS, epoch=1, loss=0.05,
+                              avg_reward=round(reward, 4),
+                              step_time_s=round(step_time(step), 2), checkpoint_s=saved,
+                              checkpoint_path=f"{CKPT_DIR}/step_{step}" if saved else None))
+    return out
