@@ -53,6 +53,10 @@ class ReplaySignal(Signal):
         super().__init__(owner, name)
         self.history: deque[Any] = deque(maxlen=keep)
 
+    @property
+    def last(self) -> Any:
+        return self.history[-1] if self.history else None
+
     def publish(self, data: Any) -> None:
         self.history.append(data)
         super().publish(data)
@@ -88,7 +92,8 @@ _HERE = Path(__file__).parent
 
 class RLTuiApp(App):
     # The one stylesheet; per-screen sections in styles/ are merged into it before release.
-    CSS_PATH = ["rltui.tcss", *sorted(str(p.relative_to(_HERE)) for p in (_HERE / "styles").glob("*.tcss"))]
+    # Absolute: Textual resolves relative paths beside the (sub)class's module.
+    CSS_PATH = [str(_HERE / "rltui.tcss"), *sorted(str(p) for p in (_HERE / "styles").glob("*.tcss"))]
     TITLE = "rltui"
     MODES = {mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
     DEFAULT_MODE = "start"
@@ -121,6 +126,7 @@ class RLTuiApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        yield from getattr(screen, "system_commands", lambda: ())()
         for mode, title, _m, _c, key in SCREENS:
             yield SystemCommand(f"Go to {title}", f"Switch to the {title} screen ({key.upper()})",
                                 lambda mode=mode: self.switch_mode(mode))
@@ -130,6 +136,7 @@ class RLTuiApp(App):
             ("Job: resubmit to resume", "Resume from the newest checkpoint", lambda: self.submit_job(True)),
             ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
             ("Teardown: refresh the inventory", "Ask the cloud what exists", self.refresh_inventory),
+            ("Metrics: refresh now", "Ask Cloud Monitoring for the Lustre points now", self.poll_metrics),
             ("Preflight: check again", "Re-run the preflight checks", self.run_preflight),
             ("Help", "Keys and screens", self.action_help),
         ]
@@ -148,7 +155,7 @@ class RLTuiApp(App):
         self.bus.config.publish(state)
         self._boot()
 
-    @work(thread=True, exclusive=True, group="boot")
+    @work(thread=True, exclusive=True, group="boot", exit_on_error=False)
     def _boot(self) -> None:
         """After the first frame: find (or start) the endpoints, then ask the cloud."""
         label = self.session.endpoints.label
@@ -207,15 +214,17 @@ class RLTuiApp(App):
 
     # --- workers: each publishes what it learns ---
 
-    @work(exclusive=True, group="preflight")
+    @work(exclusive=True, group="preflight", exit_on_error=False)
     async def run_preflight(self) -> None:
         self.bus.preflight.publish(await self.session.preflight())
 
-    @work(exclusive=True, group="inventory")
+    @work(exclusive=True, group="inventory", exit_on_error=False)
     async def refresh_inventory(self) -> None:
+        if self.session.cfg is None:
+            return  # nothing to look for until env.sh is valid (Configure says what to fix)
         self.bus.inventory.publish(await self.session.inventory())
 
-    @work(exclusive=True, group="provision")
+    @work(exclusive=True, group="provision", exit_on_error=False)
     async def start_provision(self, skip: frozenset[str] = frozenset()) -> None:
         targets = None
         if skip:
@@ -233,13 +242,13 @@ class RLTuiApp(App):
             self.refresh_inventory()
             self.watch_pods()
 
-    @work(exclusive=True, group="teardown")
+    @work(exclusive=True, group="teardown", exit_on_error=False)
     async def start_teardown(self) -> None:
         result = await self.session.down(self.bus.teardown_event.publish)
         self.bus.run_result.publish(result)
         self.refresh_inventory()
 
-    @work(exclusive=True, group="job")
+    @work(exclusive=True, group="job", exit_on_error=False)
     async def submit_job(self, resume: bool = False) -> None:
         job_id = await self.session.submit(resume)
         self.notify(f"submitted {job_id}", title="Job")
@@ -247,7 +256,7 @@ class RLTuiApp(App):
         self.set_header(job="PENDING")
         self.follow_logs()
 
-    @work(exclusive=True, group="logs")
+    @work(exclusive=True, group="logs", exit_on_error=False)
     async def follow_logs(self) -> None:
         from .joblog import JobLogParser, RunTracker
 
@@ -279,12 +288,12 @@ class RLTuiApp(App):
             batch, self._log_buffer = self._log_buffer, []
             self.bus.log_lines.publish(batch)
 
-    @work(exclusive=True, group="pods")
+    @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:
         async for event in self.session.pod_events():
             self.bus.pod_event.publish(event)
 
-    @work(exclusive=True, group="metrics")
+    @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:
         """Never overlapping: the next poll starts when the last one finished, one alignment
         period later (a minute against Google; shorter in a faster sandbox)."""

@@ -86,9 +86,14 @@ class Session:
             expr = self.env.expression(name) if self.env else None
             if expr and "${" in expr:
                 exprs[name] = expr
+        from .config import PLACEHOLDER
+
+        def is_set(name: str) -> bool:
+            raw = values.get(name, "").strip()
+            return bool(raw) and not PLACEHOLDER.match(raw)
+
         return ConfigState(str(self.env_path), shown, exprs, tuple(self.problems),
-                           {k: bool(values.get(k, "").strip()) for k in SECRET_FIELDS},
-                           self.load_error)
+                           {k: is_set(k) for k in SECRET_FIELDS}, self.load_error)
 
     def save_env(self, values: dict[str, str]) -> Path:
         """Write the form's values into env.sh (0600, comments and order kept)."""
@@ -149,6 +154,7 @@ class Session:
                         f"{len(self.problems)} problem(s)" if self.problems else str(self.env_path),
                         "fix the fields on the Configure screen" if self.problems else "")]
         env = self.endpoints.subprocess_env()
+        checks += await self._auth_checks()
         for tool in ("xpk", "gcloud", "kubectl"):
             found = shutil.which(tool, path=env.get("PATH"))
             checks.append(Check(f"{tool} on PATH", bool(found), found or "",
@@ -162,6 +168,39 @@ class Session:
                                     "the Provision screen enables them" if missing else ""))
             except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
                 checks.append(Check("project reachable", False, str(exc)[:200],
+                                    "gcloud auth application-default login"))
+        return checks
+
+    async def _auth_checks(self) -> list[Check]:
+        """gcloud's signed-in account, and Application Default Credentials where the
+        endpoints use them (Google's hosts; a sandbox needs none)."""
+        import asyncio
+        import json
+
+        from .cloud.tools import run_tool
+
+        checks = []
+        try:
+            res = await run_tool(["gcloud", "auth", "list", "--format=json"], self.endpoints,
+                                 timeout_s=30)
+            accounts = [a.get("account", "") for a in json.loads(res.stdout or "[]")
+                        if a.get("status") == "ACTIVE"] if res.ok else []
+            checks.append(Check("gcloud auth", bool(accounts), ", ".join(accounts),
+                                "" if accounts else "gcloud auth login"))
+        except Exception as exc:  # noqa: BLE001 - no gcloud: the tool check below says so
+            checks.append(Check("gcloud auth", False, str(exc)[:120], "install gcloud, then gcloud auth login"))
+        if self.endpoints.grpc_target is None:
+            def adc() -> str:
+                import google.auth
+
+                _, project = google.auth.default()
+                return project or ""
+
+            try:
+                project = await asyncio.to_thread(adc)
+                checks.append(Check("Application Default Credentials", True, project or "found"))
+            except Exception:  # noqa: BLE001 - DefaultCredentialsError and friends
+                checks.append(Check("Application Default Credentials", False, "not found",
                                     "gcloud auth application-default login"))
         return checks
 
