@@ -130,8 +130,19 @@ class RLTuiApp(App):
         for mode, title, _m, _c, key in SCREENS:
             yield SystemCommand(f"Go to {title}", f"Switch to the {title} screen ({key.upper()})",
                                 lambda mode=mode: self.switch_mode(mode))
+        def on_screen(mode: str, action: str) -> Callable[[], None]:
+            async def run() -> None:
+                await self.switch_mode(mode)
+                getattr(self.screen, action)()
+            return lambda: self.call_later(run)
+
         actions = [
-            ("Provision: run the plan", "Create what is missing, in parallel", self.start_provision),
+            ("Provision: run / retry", "Create what is missing; every run re-probes and continues",
+             on_screen("provision", "action_run")),
+            ("Provision: skip the selected step", "Run without it and every step that needs it",
+             on_screen("provision", "action_skip")),
+            ("Teardown: delete all", "Only after typing the cluster name on the Teardown screen",
+             on_screen("teardown", "action_delete_all")),
             ("Job: submit", "Submit the GRPO job", lambda: self.submit_job(False)),
             ("Job: resubmit to resume", "Resume from the newest checkpoint", lambda: self.submit_job(True)),
             ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
@@ -196,7 +207,7 @@ class RLTuiApp(App):
             return
         from .plan.view import plan_view
 
-        self.bus.plan.publish(plan_view(self.session.runner(self._on_run_event)))
+        self.bus.plan.publish(plan_view(self.session.runner()))
 
     def _on_run_event(self, event: Any) -> None:
         self.bus.run_event.publish(event)
@@ -224,8 +235,25 @@ class RLTuiApp(App):
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
         self.bus.inventory.publish(await self.session.inventory())
 
+    def _busy(self, *groups: str) -> bool:
+        return any(w.group in groups and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                   for w in self.workers)
+
+    def start_provision(self, skip: frozenset[str] = frozenset()) -> None:
+        """Run the plan, unless a run or a teardown is going (a second call would cancel it)."""
+        if self._busy("provision", "teardown"):
+            self.notify("a run is in progress: wait for it to end", title="Provision")
+            return
+        self._provision(skip)
+
+    def start_teardown(self) -> None:
+        if self._busy("provision", "teardown"):
+            self.notify("a run is in progress: wait for it to end", title="Teardown")
+            return
+        self._teardown()
+
     @work(exclusive=True, group="provision", exit_on_error=False)
-    async def start_provision(self, skip: frozenset[str] = frozenset()) -> None:
+    async def _provision(self, skip: frozenset[str] = frozenset()) -> None:
         targets = None
         if skip:
             runner = self.session.runner(self._on_run_event)
@@ -237,15 +265,17 @@ class RLTuiApp(App):
             targets = {s.name for s in runner.steps} - dropped
         result = await self.session.up(self._on_run_event, targets)
         self.bus.run_result.publish(result)
+        self.publish_plan()
         if result.ok:
             self.notify("RayCluster ready; the dashboard answers", title="Provision")
             self.refresh_inventory()
             self.watch_pods()
 
     @work(exclusive=True, group="teardown", exit_on_error=False)
-    async def start_teardown(self) -> None:
+    async def _teardown(self) -> None:
         result = await self.session.down(self.bus.teardown_event.publish)
         self.bus.run_result.publish(result)
+        self.publish_plan()
         self.refresh_inventory()
 
     @work(exclusive=True, group="job", exit_on_error=False)

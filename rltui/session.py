@@ -125,12 +125,13 @@ class Session:
         return self._ctx
 
     def runner(self, listener: Callable[[Any], None] | None = None) -> Any:
+        """The one runner of this config; `listener` (given by up/down) receives its events."""
         if self._runner is None:
             from .headless import _runner
 
             self._runner = _runner(self.context(), listener or (lambda ev: None))
         elif listener is not None:
-            self._runner._listener = listener  # the app re-subscribes after a restart
+            self._runner._listener = listener
         return self._runner
 
     async def up(self, listener: Callable[[Any], None], targets: set[str] | None = None) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any, Callable
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
@@ -57,7 +58,9 @@ class LustreAdapter:
             filesystem=filesystem, gke_support_enabled=True,
             network=f"projects/{self.project}/global/networks/{network}",
             labels={**MANAGED_BY, **(labels or {})})
-        request_id = f"rltui-{instance_id}-{int(time.time() // 3600)}"  # retries stay idempotent
+        # One id per create: its retries are deduplicated by the server, while a later create
+        # (after a delete: ids are remembered for an hour) is a new request.
+        request_id = str(uuid.uuid4())
 
         async def call() -> None:
             try:

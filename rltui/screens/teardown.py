@@ -1,0 +1,246 @@
+"""Teardown: what exists, typed confirmation of the cluster name, one key to delete, progress
+per deletion, then the leak scan (a fresh inventory) says whether anything of rltui's is left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, Input, Log, Static
+
+from ..plan.runner import RunEvent, RunResult
+from ..session import ConfigState
+from ..widgets.chrome import HeaderInfo
+from ..widgets.inventory import InventoryView, left_behind
+from ..widgets.steps import StepsView, fmt_s, from_event, short_title
+from .base import WizardScreen
+
+FLUSH_S = 0.1       # log lines reach the pane in batches
+LOG_MAX = 2000      # the log restarts from its newest LOG_KEEP lines past this
+LOG_KEEP = 500
+
+
+def leak_scan_text(resources: list[Any], project: str = "") -> tuple[str, bool]:
+    """The final word after a teardown: (text, clean)."""
+    left = left_behind(resources)
+    where = f" in {project}" if project else ""
+    if not left:
+        return f"leak scan: nothing of rltui's left{where}", True
+    names = ", ".join(f"{'LEAK ' if r.leak else ''}{r.kind} {r.name} ({r.state})" for r in left)
+    return f"left behind (still billed): {names}", False
+
+
+class TeardownScreen(WizardScreen):
+    MODE = "teardown"
+    TITLE = "Teardown"
+    AUTO_FOCUS = "#confirm"
+
+    BINDINGS = [
+        # priority: the confirmation Input has focus and binds ctrl+d itself (delete right)
+        Binding("ctrl+d", "delete_all", "delete all", priority=True),
+        Binding("ctrl+r", "refresh", "refresh", priority=True),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster = ""
+        self.project = ""
+        self.phase = "idle"              # "idle", "deleting", "done"
+        self._scan_due = False           # the next inventory is the leak scan
+        self._finished = ""              # the run's summary, once the scan has come
+        self._pending: list[str] = []    # log lines not yet in the pane
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="teardown-body", can_focus=False):
+            yield Static("What exists now", classes="section-title")
+            yield InventoryView(id="inventory")
+            yield Static("", id="inventory-summary")
+            yield Static("", id="confirm-label")
+            with Horizontal(id="confirm-row"):
+                yield Input(placeholder="cluster name", id="confirm")
+                yield Button("Delete all (ctrl+d)", id="delete", variant="error", disabled=True)
+                yield Button("Refresh (ctrl+r)", id="refresh")
+            yield StepsView(id="deletions", title="Deletions",
+                            empty="nothing deleted yet: type the cluster name, then ctrl+d")
+            yield Log(id="teardown-log")
+            yield Static("", id="run-summary")
+            yield Static("", id="leak-scan")
+
+    def on_mount(self) -> None:
+        bus = self.wizard.bus
+        bus.header.subscribe(self, self._on_header)
+        bus.config.subscribe(self, self._on_config)
+        bus.inventory.subscribe(self, self._on_inventory)
+        bus.teardown_event.subscribe(self, self._on_teardown_event)
+        bus.run_result.subscribe(self, self._on_run_result)
+        bus.notice.subscribe(self, self._on_notice)
+        self._on_header(self.wizard.header_info)
+        self.set_interval(FLUSH_S, self._flush)
+        self.query_one("#teardown-log", Log).display = False
+
+    # --- the name to type ---
+
+    def _on_header(self, info: HeaderInfo) -> None:
+        self.project = info.project or self.project
+        if info.cluster and not self.cluster:
+            self._set_cluster(info.cluster)
+        elif not self.cluster:
+            self._set_cluster("")
+
+    def _on_config(self, state: ConfigState) -> None:
+        self.project = state.values.get("PROJECT_ID", self.project)
+        self._set_cluster(state.values.get("CLUSTER_NAME", "") or self.cluster)
+
+    def _set_cluster(self, name: str) -> None:
+        self.cluster = name
+        label = self.query_one("#confirm-label", Static)
+        if name:
+            label.update(Text.assemble("Type the cluster name ", (name, "bold"),
+                                       " to delete everything rltui created for it:"))
+        else:
+            label.update("No cluster name yet: set CLUSTER_NAME on the Configure screen (F3).")
+        self._refresh_actions()
+
+    @property
+    def confirmed(self) -> bool:
+        return bool(self.cluster) and self.query_one("#confirm", Input).value == self.cluster
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._refresh_actions()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self.confirmed:
+            self.action_delete_all()
+
+    # --- data in ---
+
+    def _on_inventory(self, resources: list[Any]) -> None:
+        table = self.query_one(InventoryView)
+        table.set_resources(resources)
+        table.display = True
+        present = [r for r in resources if r.present]
+        ours = left_behind(resources)
+        leaks = [r for r in ours if r.leak]
+        foreign = [r for r in present if not r.owned and not r.leak]
+        parts = [f"{len(ours)} of rltui's exist"] if ours else []
+        if leaks:
+            parts.append(f"{len(leaks)} leak(s): made by rltui for another env.sh, not deleted "
+                         "by this teardown")
+        if foreign:
+            parts.append(f"{len(foreign)} not rltui's: left alone")
+        summary = self.query_one("#inventory-summary", Static)
+        summary.update(" · ".join(parts))
+        summary.set_class(bool(leaks), "leak")
+        if self._scan_due:
+            self._scan_due = False
+            text, clean = leak_scan_text(resources, self.project)
+            scan = self.query_one("#leak-scan", Static)
+            scan.update(text)
+            scan.set_class(clean, "clean")
+            scan.set_class(not clean, "dirty")
+            if self._finished:
+                self.query_one("#run-summary", Static).update(self._finished)
+
+    def _on_teardown_event(self, event: RunEvent | str) -> None:
+        if self.phase != "deleting":
+            self._start_phase()
+        if isinstance(event, str):
+            self._pending.append(event)
+        elif event.kind == "line":
+            if event.line is not None:
+                self._pending.append(f"[{short_title(event.title)}] {event.line}")
+        else:
+            self.query_one("#deletions", StepsView).update_step(from_event(event))
+
+    def _flush(self) -> None:
+        """Lines reach the log in batches; past LOG_MAX it restarts from the newest LOG_KEEP."""
+        if not self._pending:
+            return
+        log = self.query_one("#teardown-log", Log)
+        batch, self._pending = self._pending, []
+        if log.line_count + len(batch) > LOG_MAX:
+            batch = [*log.lines, *batch][-LOG_KEEP:]
+            log.clear()
+        log.write_lines(batch)
+
+    def _on_run_result(self, result: RunResult) -> None:
+        if result.mode != "down":
+            return
+        self.phase, self._scan_due = "done", True
+        summary = self.query_one("#run-summary", Static)
+        self._finished = ""
+        if result.ok:
+            self._finished = f"teardown finished in {fmt_s(result.elapsed_s)}"
+            summary.update(f"{self._finished}; leak scan…")
+        else:
+            failed = "; ".join(f"{n}: {result.messages.get(n, '')}" for n in result.failed)
+            summary.update(f"teardown FAILED: {failed or 'see the steps above'}. "
+                           "Type the name again and ctrl+d retries what is left.")
+        summary.set_class(not result.ok, "dirty")
+        self.query_one("#confirm", Input).value = ""
+        self._refresh_actions()
+
+    def _on_notice(self, notice: tuple) -> None:
+        """The teardown worker raised: no result will come, so stop showing "deleting"."""
+        if len(notice) >= 3 and notice[0] == "error" and notice[1] == "teardown":
+            self.phase = "done"
+            summary = self.query_one("#run-summary", Static)
+            summary.update(f"teardown stopped: {str(notice[2]).splitlines()[0][:300]}")
+            summary.set_class(True, "dirty")
+            self.query_one(InventoryView).display = True   # stale, but better than nothing
+            self.query_one("#inventory-summary", Static).update("refresh (ctrl+r) to see what exists now")
+            self._refresh_actions()
+
+    def _start_phase(self) -> None:
+        self.phase = "deleting"
+        self.query_one("#leak-scan", Static).update("")
+        self.query_one("#run-summary", Static).update("deleting… (quitting rltui does not stop it)")
+        self.query_one("#run-summary", Static).set_class(False, "dirty")
+        self.query_one("#teardown-log", Log).display = True
+        # The inventory is stale while deleting (asked again at the end): room for progress.
+        self.query_one(InventoryView).display = False
+        self.query_one("#inventory-summary", Static).update(
+            "deleting: the inventory is asked again when the teardown ends")
+        self.query_one("#inventory-summary", Static).set_class(False, "leak")
+        self._refresh_actions()
+
+    # --- actions ---
+
+    def _refresh_actions(self) -> None:
+        deleting = self.phase == "deleting"
+        self.query_one("#delete", Button).disabled = deleting or not self.confirmed
+        self.query_one("#confirm", Input).disabled = deleting or not self.cluster
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "delete_all" and (self.phase == "deleting" or not self.confirmed):
+            return None   # greyed in the footer until the exact name is typed
+        return True
+
+    def action_delete_all(self) -> None:
+        """Delete what rltui created (jobs stopped first); only after the typed confirmation."""
+        if self.phase == "deleting":
+            return
+        if not self.confirmed:
+            self.notify("type the cluster name first", title="Teardown", severity="warning")
+            self.query_one("#confirm", Input).focus()
+            return
+        self.query_one("#deletions", StepsView).set_steps([])
+        self.query_one("#teardown-log", Log).clear()
+        self._pending = []
+        self._start_phase()
+        self.wizard.start_teardown()
+
+    def action_refresh(self) -> None:
+        """Ask the cloud again what exists."""
+        self.wizard.refresh_inventory()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "delete":
+            self.action_delete_all()
+        elif event.button.id == "refresh":
+            self.action_refresh()

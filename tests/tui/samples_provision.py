@@ -1,0 +1,142 @@
+"""Deterministic plan snapshots for the Provision screen: the codelab's eleven steps with
+the reference durations (latency profile), cluster ray-a4-gpu-spot in team-rl-sandbox-42."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rltui.plan.runner import RunEvent, StepView
+from rltui.plan.step import StepState as S
+from rltui.plan.view import PlanView
+
+P, C, Z, R = "team-rl-sandbox-42", "ray-a4-gpu-spot", "us-east1-b", "us-east1"
+NET = f"{C}-net-0"
+XPK_DIR = "/home/user/.rltui/xpk/team-rl-sandbox-42/ray-a4-gpu-spot"
+
+# name, title, needs, expected_s, command
+STEPS = [
+    ("enable_apis", "Enable APIs", (), 60.0,
+     f"gcloud services enable container.googleapis.com compute.googleapis.com "
+     f"lustre.googleapis.com servicenetworking.googleapis.com --project={P}"),
+    ("xpk_cluster", "xpk cluster create", ("enable_apis",), 1500.0,
+     f"cd {XPK_DIR} && xpk cluster create --num-nodes=8 --device-type=b200-8 "
+     f"--default-pool-cpu-machine-type=e2-standard-4 --spot --enable-lustre-csi-driver "
+     f"--project={P} --zone={Z} --cluster={C}"),
+    ("addons", "Addons (RayOperator + Lustre CSI)", ("xpk_cluster",), 240.0,
+     f"gcloud container clusters update {C} --region={R} --project={P} "
+     "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"),
+    ("network_ready", "Network ready", ("enable_apis",), 120.0,
+     f"gcloud compute networks describe {NET} --project={P}"),
+    ("ip_range", "IP range", ("network_ready",), 30.0,
+     f"gcloud compute addresses create google-managed-services-{NET} --global "
+     f"--purpose=VPC_PEERING --prefix-length=24 --network={NET} --project={P}"),
+    ("peering", "VPC peering", ("ip_range",), 90.0,
+     f"gcloud services vpc-peerings connect --service=servicenetworking.googleapis.com "
+     f"--ranges=google-managed-services-{NET} --network={NET} --project={P}"),
+    ("lustre_instance", "Lustre instance", ("peering",), 720.0,
+     f"gcloud lustre instances create rl-demo-gpu-lustre --project={P} --location={Z} "
+     f"--capacity-gib=9000 --per-unit-storage-throughput=1000 --filesystem=lustre "
+     f"--network=projects/{P}/global/networks/{NET} --gke-support-enabled "
+     "--labels=managed-by=rltui --async"),
+    ("credentials", "Cluster credentials", ("xpk_cluster",), 12.0,
+     f"gcloud container clusters get-credentials {C} --region={R} --project={P}"),
+    ("secret", "Secret (HF_TOKEN, WANDB_API_KEY)", ("credentials",), 12.0,
+     f"kubectl create secret generic {C}-job-secrets "
+     "--from-env-file=<(printf 'HF_TOKEN=%s\\n' \"$HF_TOKEN\")"),
+    ("pv_pvc", "PV / PVC", ("credentials", "lustre_instance"), 12.0,
+     "kubectl apply -f lustre-pv-pvc.yaml"),
+    ("raycluster", "RayCluster ready", ("addons", "pv_pvc", "secret"), 480.0,
+     f"kubectl apply -f ray-cluster.yaml && kubectl wait raycluster/{C} "
+     "--for=condition=HeadPodReady"),
+    ("dashboard", "Ray dashboard reachable", ("raycluster",), 12.0,
+     f"kubectl port-forward service/{C}-head-svc 8265:8265"),
+]
+TITLES = {name: title for name, title, *_ in STEPS}
+
+XPK_LINES = (
+    "[XPK] Starting xpk",
+    f"[XPK] Working on {P} and {Z}",
+    f"[XPK] Creating networks {C}-net-0, {C}-net-1, {C}-rdma-net",
+    "[XPK] Cluster Toolkit: blueprint written to xpk-b200-8.yaml",
+    f"[XPK] GKE control plane {C}: RUNNING",
+    "[XPK] Node pool a4-highgpu-8g: 3/8 nodes",
+    "[XPK] Node pool a4-highgpu-8g: 5/8 nodes",
+)
+
+
+def fresh() -> dict[str, StepView]:
+    return {name: StepView(name, title, S.PENDING, 0.0, expected, "", None, (), needs, command, 0)
+            for name, title, needs, expected, command in STEPS}
+
+
+def _plan(views: dict[str, StepView], path: tuple[str, ...], eta: float | None,
+          running: bool) -> PlanView:
+    return PlanView(tuple(views.values()), path, eta, running)
+
+
+def _set(views: dict[str, StepView], name: str, state: S, elapsed: float = 0.0,
+         message: str = "", **more: object) -> None:
+    attempts = 1 if state not in (S.PENDING, S.WAITING, S.BLOCKED, S.SKIPPED) else 0
+    views[name] = replace(views[name], state=state, elapsed_s=elapsed, message=message,
+                          attempts=more.pop("attempts", attempts), **more)  # type: ignore[arg-type]
+
+
+def plan_idle() -> PlanView:
+    """Before any run: every step pending, the full critical path and how long a run takes."""
+    return _plan(fresh(), ("enable_apis", "xpk_cluster", "addons", "raycluster", "dashboard"),
+                 2232.0, False)
+
+
+def plan_mid_run() -> PlanView:
+    """xpk at 70% (17:30 of 25:00) while the Lustre chain runs beside it."""
+    v = fresh()
+    _set(v, "enable_apis", S.DONE, 58.0, "done", attempts=1)
+    _set(v, "xpk_cluster", S.RUNNING, 1050.0, "creating", lines=XPK_LINES)
+    _set(v, "network_ready", S.DONE, 121.0, "done")
+    _set(v, "ip_range", S.DONE, 30.0, "done")
+    _set(v, "peering", S.DONE, 89.0, "done")
+    _set(v, "lustre_instance", S.RUNNING, 432.0, "state CREATING")
+    _set(v, "addons", S.WAITING, 0.0, "waits: xpk cluster create")
+    _set(v, "credentials", S.WAITING, 0.0, "waits: xpk cluster create")
+    _set(v, "secret", S.WAITING, 0.0, "waits: Cluster credentials")
+    _set(v, "pv_pvc", S.WAITING, 0.0, "waits: Cluster credentials, Lustre instance")
+    _set(v, "raycluster", S.WAITING, 0.0,
+         "waits: Addons (RayOperator + Lustre CSI), PV / PVC, Secret (HF_TOKEN, WANDB_API_KEY)")
+    _set(v, "dashboard", S.WAITING, 0.0, "waits: RayCluster ready")
+    return _plan(v, ("xpk_cluster", "addons", "raycluster", "dashboard"), 450.0 + 240 + 480 + 12,
+                 True)
+
+
+QUOTA = ("QUOTA_EXCEEDED: Quota 'GLOBAL_INTERNAL_ADDRESSES' exceeded. Limit: 5.0 globally. "
+         "Ask for more quota in the console (IAM & Admin > Quotas) or delete unused ranges.")
+
+
+def plan_failed() -> PlanView:
+    """The IP range failed for quota; the rest of the Lustre chain is blocked, xpk goes on."""
+    v = fresh()
+    _set(v, "enable_apis", S.EXISTED, 0.4, "already there")
+    _set(v, "xpk_cluster", S.RUNNING, 600.0, "creating", lines=XPK_LINES[:5])
+    _set(v, "network_ready", S.DONE, 118.0, "done")
+    _set(v, "ip_range", S.FAILED, 3.0, QUOTA,
+         lines=(f"Create request issued for: [google-managed-services-{NET}]",
+                "ERROR: (gcloud.compute.addresses.create) " + QUOTA))
+    _set(v, "peering", S.BLOCKED, 0.0, "blocked: IP range failed")
+    _set(v, "lustre_instance", S.BLOCKED, 0.0, "blocked: VPC peering blocked")
+    _set(v, "addons", S.WAITING, 0.0, "waits: xpk cluster create")
+    _set(v, "credentials", S.WAITING, 0.0, "waits: xpk cluster create")
+    _set(v, "secret", S.WAITING, 0.0, "waits: Cluster credentials")
+    _set(v, "pv_pvc", S.BLOCKED, 0.0, "blocked: Lustre instance blocked")
+    _set(v, "raycluster", S.BLOCKED, 0.0, "blocked: PV / PVC blocked")
+    _set(v, "dashboard", S.BLOCKED, 0.0, "blocked: RayCluster ready blocked")
+    return _plan(v, (), None, True)
+
+
+def xpk_line(text: str, elapsed: float = 1051.0) -> RunEvent:
+    """One line of xpk's output as the runner publishes it."""
+    return RunEvent("xpk_cluster", "xpk cluster create", S.RUNNING, 1_700_000_000.0, elapsed,
+                    1500.0, "creating", None, text, "line")
+
+
+def lustre_line(text: str) -> RunEvent:
+    return RunEvent("lustre_instance", "Lustre instance", S.RUNNING, 1_700_000_000.0, 433.0,
+                    720.0, "state CREATING", None, text, "line")
