@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test sandbox
+.PHONY: test sandbox screens
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,3 +23,7 @@ ENV ?= env.sh
 sandbox: $(STAMP)
 	@test -e $(ENV) || (cp assets/sandbox.env.sh $(ENV) && chmod 600 $(ENV) && echo "wrote $(ENV) from assets/sandbox.env.sh")
 	$(BIN)/rltui --sandbox --env $(ENV)
+
+# screens/<name>.svg, one per wizard screen, rendered from a live sandbox run (about 2 minutes).
+screens: $(STAMP)
+	$(BIN)/python -m rltui.gallery --out screens

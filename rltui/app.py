@@ -143,8 +143,8 @@ class RLTuiApp(App):
              on_screen("provision", "action_skip")),
             ("Teardown: delete all", "Only after typing the cluster name on the Teardown screen",
              on_screen("teardown", "action_delete_all")),
-            ("Job: submit", "Submit the GRPO job", lambda: self.submit_job(False)),
-            ("Job: resubmit to resume", "Resume from the newest checkpoint", lambda: self.submit_job(True)),
+            ("Job: submit", "Submit the GRPO job (after the form's checks)", on_screen("job", "submit")),
+            ("Job: resubmit to resume", "Resume from the newest checkpoint", on_screen("job", "resubmit")),
             ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
             ("Teardown: refresh the inventory", "Ask the cloud what exists", self.refresh_inventory),
             ("Metrics: refresh now", "Ask Cloud Monitoring for the Lustre points now", self.poll_metrics),
@@ -233,7 +233,15 @@ class RLTuiApp(App):
     async def refresh_inventory(self) -> None:
         if self.session.cfg is None:
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
-        self.bus.inventory.publish(await self.session.inventory())
+        resources = await self.session.inventory()
+        self.bus.inventory.publish(resources)
+        # Reopened on a running deployment: resume watching it.
+        if any(r.kind == "RayCluster" and r.present for r in resources):
+            if not self._busy("pods"):
+                self.watch_pods()
+            if self.session.last_job_id() and not self._busy("logs") and \
+                    (self.bus.job_status.last or {}).get("status") not in ("SUCCEEDED", "FAILED", "STOPPED"):
+                self.follow_logs()
 
     def _busy(self, *groups: str) -> bool:
         return any(w.group in groups and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
@@ -320,8 +328,19 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:
+        self.poll_kube_events()
         async for event in self.session.pod_events():
             self.bus.pod_event.publish(event)
+
+    @work(exclusive=True, group="kube_events", exit_on_error=False)
+    async def poll_kube_events(self) -> None:
+        """Recent Kubernetes Events, every 10 reference seconds; polls never overlap."""
+        while True:
+            try:
+                self.bus.kube_events.publish(await self.session.kube_events())
+            except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
+                self.bus.notice.publish(("warning", "kube_events", str(exc)[:300]))
+            await asyncio.sleep(max(1.0, 10.0 * self.session.endpoints.time_scale))
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:

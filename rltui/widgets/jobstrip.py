@@ -1,0 +1,113 @@
+"""One glance at the job: status, step s/S, the last reward (and its change), the step time.
+
+Fed by `job_status` ({"id", "status"}) and `step_record` (rltui.joblog.StepRecord); a record
+is published again as its step fills in, so the newest record per step wins.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from ..joblog import StepRecord
+
+BARS = "▁▂▃▄▅▆▇█"
+TREND_POINTS = 12
+
+
+def sparkline(values: list[float]) -> str:
+    """Unicode bars, lowest value lowest bar; a flat series sits in the middle."""
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return BARS[3] * len(values)
+    return "".join(BARS[round((v - lo) / (hi - lo) * (len(BARS) - 1))] for v in values)
+
+
+class JobStrip(Widget):
+    """Two lines: `RUNNING  step 7/20  reward 0.410 (+0.050)  412.3 s/step` and the trends."""
+
+    COMPONENT_CLASSES = {"strip--ok", "strip--busy", "strip--bad", "strip--label"}
+    DEFAULT_CSS = """
+    JobStrip { height: 2; }
+    JobStrip > .strip--ok { color: $success; text-style: bold; }
+    JobStrip > .strip--busy { color: $accent; text-style: bold; }
+    JobStrip > .strip--bad { color: $error; text-style: bold; }
+    JobStrip > .strip--label { color: $text-muted; }
+    """
+
+    def __init__(self, *, empty: str = "no job yet: submit one on the Job screen (F7)",
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.empty = empty
+        self.job_id: str | None = None
+        self.status: str | None = None
+        self._records: dict[int, StepRecord] = {}
+        self._last: StepRecord | None = None   # the step running now (a rerun may go back)
+
+    def set_status(self, status: dict) -> None:
+        if status.get("id") != self.job_id and self.job_id is not None and status.get("id"):
+            self._records.clear()  # a new job: its own steps
+            self._last = None
+        self.job_id = status.get("id") or self.job_id
+        self.status = status.get("status") or self.status
+        self.refresh()
+
+    def add_record(self, record: StepRecord) -> None:
+        self._records[record.global_step] = record
+        self._last = record
+        self.refresh()
+
+    def _ordered(self) -> list[StepRecord]:
+        return [self._records[k] for k in sorted(self._records)]
+
+    def summary(self) -> dict[str, object]:
+        """What the strip shows, as values (tests and other screens read it)."""
+        records = self._ordered()
+        rewards = [r for r in records if r.avg_reward is not None]
+        times = [r for r in records if r.step_time_s is not None]
+        current = self._last
+        reward = rewards[-1].avg_reward if rewards else None
+        delta = rewards[-1].avg_reward - rewards[-2].avg_reward if len(rewards) > 1 else None
+        return {
+            "status": self.status, "job_id": self.job_id,
+            "step": (current.step, current.total_steps) if current else None,
+            "reward": reward, "reward_delta": delta,
+            "step_time_s": times[-1].step_time_s if times else None,
+            "rewards": [r.avg_reward for r in rewards][-TREND_POINTS:],
+            "step_times": [r.step_time_s for r in times][-TREND_POINTS:],
+        }
+
+    def _status_style(self) -> str:
+        status = self.status or ""
+        if status in ("SUCCEEDED",):
+            return "strip--ok"
+        if status in ("FAILED", "STOPPED"):
+            return "strip--bad"
+        return "strip--busy"
+
+    def render(self) -> Text:
+        s = self.summary()
+        label = self.get_component_rich_style("strip--label")
+        if s["status"] is None and s["step"] is None:
+            return Text(self.empty, style=label)
+        text = Text()
+        text.append(f"{s['status'] or 'UNKNOWN'}", style=self.get_component_rich_style(self._status_style()))
+        if s["step"]:
+            step, total = s["step"]
+            text.append("  step ", style=label).append(f"{step}/{total}", style="bold")
+        if s["reward"] is not None:
+            text.append("  reward ", style=label).append(f"{s['reward']:.3f}", style="bold")
+            if s["reward_delta"] is not None:
+                text.append(f" ({s['reward_delta']:+.3f})")
+        if s["step_time_s"] is not None:
+            text.append(f"  {s['step_time_s']:.1f}", style="bold").append(" s/step", style=label)
+        trends = []
+        if s["rewards"]:
+            trends.append(Text("reward ", style=label).append(sparkline(s["rewards"])))
+        if s["step_times"]:
+            trends.append(Text("s/step ", style=label).append(sparkline(s["step_times"])))
+        if s["job_id"]:
+            trends.append(Text("job ", style=label).append(str(s["job_id"])))
+        return text.append("\n").append_text(Text("  ").join(trends))

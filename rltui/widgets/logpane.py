@@ -1,0 +1,287 @@
+"""The job's log: bounded, written in batches, following until the user scrolls up, searchable.
+
+Textual 8's `Log(max_lines=N)` stops repainting once it prunes while scrolled to the end
+(the scroll position no longer changes, so nothing asks for a repaint): `BoundedLog`
+repaints after every prune. While the user reads older lines nothing is written (pruning
+would move the text under them): new lines wait in a bounded queue until they follow again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable
+
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.strip import Strip
+from textual.widgets import Input, Log, Static
+
+from ..joblog import strip_ansi
+
+MAX_LINES = 10_000
+
+
+def clean(line: str) -> str:
+    """What a terminal would show: no colour codes, only the last frame of a progress bar."""
+    line = strip_ansi(line).rstrip("\r")
+    return line.rsplit("\r", 1)[-1] if "\r" in line else line
+
+
+class BoundedLog(Log):
+    """A Log that keeps at most `max_lines`, repaints after pruning, and knows if it follows."""
+
+    COMPONENT_CLASSES = {"log--match", "log--current"}
+    DEFAULT_CSS = """
+    BoundedLog > .log--match { background: $warning 40%; }
+    BoundedLog > .log--current { background: $accent; color: $text; text-style: bold; }
+    """
+
+    class FollowChanged(Message):
+        def __init__(self, following: bool) -> None:
+            super().__init__()
+            self.following = following
+
+    def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
+        super().__init__(max_lines=max_lines, auto_scroll=False, **kwargs)
+        self.following = True
+        self.pending: deque[str] = deque(maxlen=max_lines)
+        self.unseen = 0            # lines that arrived while paused (the queue keeps the newest)
+        self.query_text = ""
+        self.current: int | None = None   # the line of the current search match
+        self._writing = False
+
+    # --- writing ---
+
+    def push(self, lines: list[str]) -> None:
+        """Write a batch now when following, else queue it."""
+        if not lines:
+            return
+        if not self.following:
+            self.pending.extend(lines)
+            self.unseen += len(lines)
+            return
+        self._write(lines)
+
+    def _write(self, lines: Iterable[str]) -> None:
+        self._writing = True
+        try:
+            self.write_lines(lines, scroll_end=False)
+            if self.following:
+                self.scroll_end(animate=False, immediate=True, x_axis=False)
+        finally:
+            self._writing = False
+
+    def _prune_max_lines(self) -> None:
+        before = len(self._lines)
+        super()._prune_max_lines()
+        removed = before - len(self._lines)
+        if removed:
+            if self.current is not None:
+                self.current = self.current - removed if self.current >= removed else None
+            self.refresh()  # the fix: at the end already, scroll_end would repaint nothing
+
+    # --- following ---
+
+    def follow(self) -> None:
+        """Back to the end: write what waited, then keep following."""
+        changed = not self.following
+        self.following = True
+        if self.pending:
+            queued, self.pending = list(self.pending), deque(maxlen=self.pending.maxlen)
+            self._write(queued)
+        self.unseen = 0
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if changed:
+            self.post_message(self.FollowChanged(True))
+
+    def pause(self) -> None:
+        if self.following:
+            self.following = False
+            self.post_message(self.FollowChanged(False))
+
+    def action_scroll_end(self) -> None:  # the End key
+        self.follow()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self._writing:
+            return
+        at_end = round(new_value) >= self.max_scroll_y
+        if new_value < old_value and not at_end:
+            self.pause()
+        elif at_end and not self.following and self.current is None:
+            self.follow()
+
+    # --- search ---
+
+    def find(self, query: str, *, older: bool = True) -> int | None:
+        """The next line holding `query` (case-insensitive) from the current match, wrapping."""
+        self.query_text = query
+        needle = query.lower()
+        lines, n = self._lines, len(self._lines)
+        if not needle or not n:
+            self.current = None
+            self.refresh()
+            return None
+        start = self.current if self.current is not None else (n if older else -1)
+        step = -1 if older else 1
+        for i in range(1, n + 1):
+            y = (start + step * i) % n
+            if needle in lines[y].lower():
+                self.current = y
+                self.pause()
+                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False, immediate=True)
+                self.refresh()
+                return y
+        self.current = None
+        self.refresh()
+        return None
+
+    def count(self, query: str) -> int:
+        needle = query.lower()
+        return sum(needle in line.lower() for line in self._lines) if needle else 0
+
+    def clear_search(self) -> None:
+        self.query_text, self.current = "", None
+        self.refresh()
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        if not self.query_text or self.text_selection is not None:
+            return super()._render_line_strip(y, rich_style)
+        line = self._process_line(self._lines[y])
+        text = Text(line, no_wrap=True)
+        text.stylize(rich_style)
+        if y == self.current:
+            text.stylize(self.get_component_rich_style("log--current"))
+        else:
+            mark = self.get_component_rich_style("log--match")
+            text.highlight_words([self.query_text], mark, case_sensitive=False)
+        return Strip(text.render(self.app.console), cell_len(line))
+
+
+class JobLogPane(Vertical):
+    """Title with the follow state, the log, and a search box (ctrl+f) under it."""
+
+    DEFAULT_CSS = """
+    JobLogPane { height: 1fr; }
+    JobLogPane > #log-bar { height: 1; }
+    JobLogPane > #log-bar > #log-title { width: auto; padding: 0 2 0 0; color: $accent; text-style: bold; }
+    JobLogPane > #log-bar > #log-state { width: 1fr; text-align: right; }
+    JobLogPane > BoundedLog { height: 1fr; }
+    JobLogPane > #log-search.hidden { display: none; }
+    """
+
+    def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._max_lines = max_lines
+        self.received = 0
+        self.matches = 0
+        self._incoming: list[str] = []
+        self._flush_pending = False
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="log-bar"):
+            yield Static("Job log", id="log-title")
+            yield Static("waiting for the job's output", id="log-state")
+        yield BoundedLog(self._max_lines, id="job-log")
+        yield Input(placeholder="search: enter older · down newer · esc close",
+                    id="log-search", classes="hidden")
+
+    @property
+    def log_widget(self) -> BoundedLog:
+        return self.query_one(BoundedLog)
+
+    def write_lines(self, lines: list[str]) -> None:
+        """A batch from the app's `log_lines` signal; batches within one frame are written once."""
+        self.received += len(lines)
+        self._incoming.extend(lines)
+        if len(self._incoming) > 2 * self._max_lines:  # a replay: only the newest can show
+            del self._incoming[: len(self._incoming) - self._max_lines]
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.call_after_refresh(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        batch, self._incoming = self._incoming[-self._max_lines:], []
+        # Log.write_lines drops "" (it splits each line again): keep blank lines as " ".
+        self.log_widget.push([clean(line) or " " for line in batch])
+        self._show_state()
+
+    def follow(self) -> None:
+        self.log_widget.follow()
+        self._show_state()
+
+    def open_search(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def close_search(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.add_class("hidden")
+        self.log_widget.clear_search()
+        self.log_widget.focus()
+        self._show_state()
+
+    def search(self) -> None:
+        """Open the search box; when it is open with a query, go to the next older match."""
+        box = self.query_one("#log-search", Input)
+        if box.has_focus and box.value:
+            self.find(box.value, older=True)
+        else:
+            self.open_search()
+
+    def find(self, query: str, *, older: bool = True) -> int | None:
+        found = self.log_widget.find(query, older=older)
+        self.matches = self.log_widget.count(query)
+        self._show_state()
+        return found
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "log-search":
+            event.stop()
+            self.log_widget.current = None
+            self.find(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "log-search":
+            event.stop()
+            self.find(event.value, older=True)
+
+    def on_key(self, event: events.Key) -> None:
+        box = self.query_one("#log-search", Input)
+        if not box.has_focus:
+            return
+        if event.key == "escape":
+            event.stop()
+            self.close_search()
+        elif event.key in ("up", "down"):
+            event.stop()
+            self.find(box.value, older=event.key == "up")
+
+    def on_bounded_log_follow_changed(self, _event: BoundedLog.FollowChanged) -> None:
+        self._show_state()
+
+    def _show_state(self) -> None:
+        log = self.log_widget
+        state = self.query_one("#log-state", Static)
+        text = Text()
+        if log.query_text:
+            matches = self.matches
+            where = f"line {log.current + 1}" if log.current is not None else "no match"
+            text.append(f"{matches} match{'es' if matches != 1 else ''} · {where}  ", style="bold")
+        if not self.received:
+            text.append("waiting for the job's output", style="dim")
+        elif log.following:
+            text.append("following", style="bold")
+        else:
+            text.append(f"paused — {log.unseen:,} new lines" if log.unseen else "paused",
+                        style="bold reverse")
+            text.append("  end: follow", style="dim")
+        state.update(text)

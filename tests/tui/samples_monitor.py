@@ -1,0 +1,135 @@
+"""Deterministic data for the Monitor screen: 8 workers + head (one preempted), a NeMo-RL
+step block, step records, two checkpoints and recent Events. Times are fixed: NOW below."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rltui.cloud.kube import KubeEvent
+from rltui.joblog import CheckpointEvent, StepRecord
+from rltui.widgets.chrome import HeaderInfo
+
+NOW = 1_750_000_000.0
+CLUSTER = "ray-a4-gpu-spot"
+CKPT_DIR = "/lustre/nemo_rl_qwen_72b_ds_cp/nemo-rl-grpo-test1"
+JOB_ID = "raysubmit_9fQk2LrT7uVw1XyZ"
+HEADER = HeaderInfo(mode="SANDBOX", project="team-rl-sandbox-42", cluster=CLUSTER,
+                    job="RUNNING 5/20", clock="12:04")
+WORKER_SUFFIXES = ("2b9xk", "4mzq7", "7hq3d", "9qzpl", "c5t8w", "fk2rn", "m3v6j", "x8d4s")
+PREEMPTED = f"{CLUSTER}-gpu-worker-group-worker-9qzpl"
+
+
+def stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node(i: int) -> str:
+    return f"gke-{CLUSTER}-np-a4-8f3a2b1c-{'abcdefgh'[i]}{i}k{i}"
+
+
+def pod(name: str, kind: str, node_name: str | None, *, phase: str = "Running",
+        restarts: int = 0, age_s: float = 2 * 3600, waiting: str | None = None,
+        deleting: bool = False) -> dict:
+    state = {"waiting": {"reason": waiting}} if waiting else (
+        {"running": {}} if phase == "Running" else {})
+    meta = {"name": name, "namespace": "default", "creationTimestamp": stamp(NOW - age_s),
+            "labels": {"ray.io/cluster": CLUSTER, "ray.io/node-type": kind}}
+    if deleting:
+        meta["deletionTimestamp"] = stamp(NOW)
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node_name} if node_name else {},
+        "status": {"phase": phase,
+                   "containerStatuses": [{"name": "ray", "restartCount": restarts, "state": state}]},
+    }
+
+
+def head() -> dict:
+    return pod(f"{CLUSTER}-head-x7k2q", "head", node(0), age_s=2 * 3600 + 125)
+
+
+def worker(i: int, **kw) -> dict:
+    return pod(f"{CLUSTER}-gpu-worker-group-worker-{WORKER_SUFFIXES[i]}", "worker", node(i), **kw)
+
+
+def pod_events() -> list[KubeEvent]:
+    """The watch: the list (9 pods), SYNCED, then worker 3 preempted (deleted by pod GC)."""
+    events = [KubeEvent("ADDED", head())]
+    events += [KubeEvent("ADDED", worker(i, restarts=1 if i == 5 else 0, age_s=7000 - 60 * i))
+               for i in range(8)]
+    events.append(KubeEvent("SYNCED", {"count": 9}))
+    events.append(KubeEvent("DELETED", worker(3, age_s=6820)))
+    return events
+
+
+LOG = """\
+\x1b[1m========================= Step 4/20 =========================\x1b[0m
+▶ Preparing batch...
+▶ Generating responses for batch of size 256...
+\x1b[36m(VllmGenerationWorker pid=3301, ip=10.8.0.12)\x1b[0m Processed prompts:   0%|          | 0/256\rProcessed prompts: 100%|██████████| 256/256 [00:33<00:00]
+▶ Processing rewards...,
+▶ Computing advantages...
+▶ Preparing for logprob inference...
+▶ Computing logprobs...
+▶ Preparing for training...
+▶ Training policy...
+Saving checkpoint for step 4...
+\x1b[36m(MegatronPolicyWorker[rank=0] pid=2210, ip=10.8.0.11)\x1b[0m saving checkpoint at iteration 4 to /lustre/nemo_rl_qwen_72b_ds_cp/nemo-rl-grpo-test1/tmp_step_4/policy/weights
+Logged data to logs/exp_001/train_data_step3.jsonl
+
+📊 Training Results:
+  • Loss: -0.0152
+  • Avg Reward: 0.2980
+  • Mean Generation Length: 1187.4410
+
+⏱️  Timing:
+  • Total step time: 396.41s
+  • generation: 171.20s (43.2%)
+  • checkpointing: 77.03s (19.4%)
+  • policy_training: 98.61s (24.9%)
+
+========================= Step 5/20 =========================
+▶ Preparing batch...
+▶ Generating responses for batch of size 256...
+\x1b[36m(raylet, ip=10.8.0.13)\x1b[0m A worker died or was killed while executing a task by an unexpected system error.
+"""
+
+
+def log_lines() -> list[str]:
+    return LOG.split("\n")[:-1]  # as the app splits: on "\n" only
+
+
+def step_records() -> list[StepRecord]:
+    rewards = (0.234, 0.195, 0.251, 0.298)
+    times = (346.78, 512.25, 351.02, 396.41)
+    saves = {2: 111.37, 4: 77.03}
+    out = [StepRecord(step=i + 1, total_steps=20, epoch=1, avg_reward=r, step_time_s=t,
+                      checkpoint_s=saves.get(i + 1))
+           for i, (r, t) in enumerate(zip(rewards, times))]
+    out.append(StepRecord(step=5, total_steps=20, epoch=1))  # started, nothing measured yet
+    return out
+
+
+def checkpoints() -> list[CheckpointEvent]:
+    return [CheckpointEvent(2, f"{CKPT_DIR}/step_2", 111.37),
+            CheckpointEvent(4, f"{CKPT_DIR}/step_4", 77.03)]
+
+
+def kube_events() -> list[dict]:
+    def event(age_s: float, kind: str, reason: str, obj: str, message: str) -> dict:
+        return {"type": kind, "reason": reason, "message": message,
+                "lastTimestamp": stamp(NOW - age_s),
+                "involvedObject": {"kind": "Pod", "name": obj, "namespace": "default"}}
+    replacement = f"{CLUSTER}-gpu-worker-group-worker-q1w2e"
+    return [
+        event(3600, "Normal", "Started", f"{CLUSTER}-head-x7k2q", "Started container ray-head"),
+        event(40, "Warning", "NodeShutdown", PREEMPTED,
+              "Pod was terminated in response to imminent node shutdown."),
+        event(35, "Warning", "FailedScheduling", replacement,
+              "0/8 nodes are available: 1 node(s) were unschedulable, 7 Insufficient nvidia.com/gpu."),
+        event(20, "Normal", "TriggeredScaleUp", replacement,
+              "pod triggered scale-up: [{a4-highgpu-8g 7->8 (max: 8)}]"),
+    ]
+
+
+JOB_STATUS = {"id": JOB_ID, "status": "RUNNING"}

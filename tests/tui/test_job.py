@@ -1,0 +1,203 @@
+"""Job: the run's parameters, the preview of what `ray job submit` uploads, submit / resume.
+Snapshots of the codelab's values and of a batch size that does not fit; pilot tests of live
+checks, the preview following the form, Save sending only changes, Submit saving first and
+staying off while invalid, Resubmit asking to resume, and the last job's status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Button, ContentSwitcher, Input, Static, TextArea
+
+import rltui.app
+from rltui.app import RLTuiApp
+from rltui.joblog import StepRecord
+from rltui.screens.job import JobScreen
+from rltui.widgets.chrome import HeaderInfo
+from tests.tui import samples_job as S
+from tests.tui.conftest import SIZE
+
+BAD_BATCH = "PROMPTS_PER_STEP x GENERATIONS_PER_PROMPT = 160 is not a multiple of 256"
+
+
+class RecordingApp(RLTuiApp):
+    """The real app; the actions that need a session are recorded instead."""
+
+    CSS_PATH = [str(Path(rltui.app.__file__).parent / p) for p in RLTuiApp.CSS_PATH]
+
+    def __init__(self, header: HeaderInfo = S.HEADER) -> None:
+        super().__init__(session=None, header=header)
+        self.calls: list[tuple[str, Any]] = []
+
+    def save_config(self, values: dict[str, str]) -> None:
+        self.calls.append(("save", dict(values)))
+
+    def submit_job(self, resume: bool = False) -> None:  # the real one is a worker
+        self.calls.append(("submit", resume))
+
+
+async def open_job(app: RLTuiApp, pilot: Any, state: Any = None) -> JobScreen:
+    await app.switch_mode("job")
+    await pilot.pause()
+    app.bus.config.publish(state or S.config_state())
+    await pilot.pause()
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, JobScreen)
+    return screen
+
+
+async def set_field(pilot: Any, screen: JobScreen, name: str, value: str) -> None:
+    screen.field(name).value = value
+    await pilot.pause()
+    await pilot.pause()
+
+
+def message(screen: JobScreen, name: str) -> str:
+    return str(screen.field(name).query_one(".field-message", Static).render()).strip()
+
+
+def preview(screen: JobScreen, name: str) -> str:
+    return screen.query_one(f"#text-file-{name.replace('.', '-').lstrip('-')}", TextArea).text
+
+
+# --- snapshots ---
+
+def test_job_codelab_defaults(snap_compare, wizard_app):
+    app = wizard_app(S.HEADER)
+
+    async def run_before(pilot):
+        await open_job(app, pilot)
+        app.bus.job_status.publish(S.JOB_STATUS)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_job_batch_size_does_not_fit(snap_compare, wizard_app):
+    app = wizard_app(S.HEADER)
+
+    async def run_before(pilot):
+        await open_job(app, pilot, S.config_state(PROMPTS_PER_STEP="20"))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+# --- pilot ---
+
+async def test_a_batch_size_that_does_not_fit_is_explained_and_blocks_submit():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        submit = screen.query_one("#job-submit", Button)
+        assert not submit.disabled and message(screen, "GLOBAL_BATCH_SIZE") == ""
+        assert screen.query_one(ContentSwitcher).current == "job-files"
+
+        await pilot.click("#input-PROMPTS_PER_STEP")
+        screen.field("PROMPTS_PER_STEP").query_one(Input).value = ""
+        await pilot.press("2", "0")
+        await pilot.pause()
+        assert message(screen, "GLOBAL_BATCH_SIZE") == f"✗ {BAD_BATCH}"
+        assert submit.disabled and screen.query_one("#job-resume", Button).disabled
+        assert screen.query_one(ContentSwitcher).current == "job-problems"
+        assert BAD_BATCH.split(" = ")[0] in str(screen.query_one("#job-problems", Static).render())
+
+        await screen.run_action("submit(False)")  # the palette path: refused, and said why
+        await pilot.pause()
+        assert app.calls == [] and "Not submitted" in [n.title for n in app._notifications]
+
+        await set_field(pilot, screen, "PROMPTS_PER_STEP", "64")
+        assert message(screen, "GLOBAL_BATCH_SIZE") == "" and not submit.disabled
+        assert "grpo.num_prompts_per_step=64" in preview(screen, "run_nemo_rl.sh")
+
+
+async def test_the_preview_follows_the_form():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        script = preview(screen, "run_nemo_rl.sh")
+        assert "grpo.max_num_steps=20" in script and "checkpointing.enabled=True" in script
+        assert "env.sh" in preview(screen, ".rayignore")
+        assert '"HF_HOME": "/lustre/huggingface_cache"' in preview(screen, "ray_runtime_env_nemo.json")
+        await set_field(pilot, screen, "MAX_STEPS", "40")
+        await set_field(pilot, screen, "WANDB_ENABLED", "True")
+        # W&B on without a key: a problem of env.sh's secrets, shown instead of the files
+        assert "WANDB_API_KEY" in str(screen.query_one("#job-problems", Static).render())
+        await set_field(pilot, screen, "WANDB_ENABLED", "auto")
+        script = preview(screen, "run_nemo_rl.sh")
+        assert "grpo.max_num_steps=40" in script and "logger.wandb_enabled=False" in script
+
+
+async def test_save_sends_only_changes_and_submit_saves_first():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        await pilot.press("ctrl+s")
+        assert app.calls == []  # nothing changed, nothing written
+
+        await set_field(pilot, screen, "CHECKPOINT_PERIOD", "5")
+        await set_field(pilot, screen, "WANDB_ENABLED", "False")
+        assert "2 unsaved" in str(screen.query_one("#job-summary", Static).render())
+        await pilot.click("#job-submit")
+        await pilot.pause()
+        assert app.calls == [("save", {"CHECKPOINT_PERIOD": "5", "WANDB_ENABLED": "False"}),
+                             ("submit", False)]
+
+        app.calls.clear()
+        await pilot.click("#job-resume")
+        await pilot.pause()
+        assert app.calls == [("submit", True)]  # saved already: resume only
+
+
+async def test_an_edit_survives_a_new_env_sh_state():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        await set_field(pilot, screen, "MAX_STEPS", "12")
+        app.bus.config.publish(S.config_state(DATASET="OpenMathInstruct-2", MAX_STEPS="20"))
+        await pilot.pause()
+        await pilot.pause()
+        assert screen.field("MAX_STEPS").value == "12"            # the user's edit stays
+        assert screen.field("DATASET").value == "OpenMathInstruct-2"  # the rest follows env.sh
+
+
+async def test_google_cloud_needs_hf_token_to_submit():
+    app = RecordingApp(HeaderInfo(mode="Google Cloud", project=S.PROJECT, clock="12:04"))
+    async with app.run_test(size=SIZE) as pilot:
+        state = S.config_state()
+        no_token = type(state)(state.env_path, state.values, state.expressions, state.problems,
+                               {"HF_TOKEN": False, "WANDB_API_KEY": False})
+        screen = await open_job(app, pilot, no_token)
+        assert screen.query_one("#job-submit", Button).disabled
+        assert screen.query_one(ContentSwitcher).current == "job-files"  # the files are fine
+        assert "HF_TOKEN: needed to submit" in str(screen.query_one("#job-summary", Static).render())
+
+
+async def test_a_job_screen_opened_late_shows_env_sh_and_the_last_job():
+    """Modes are built on first visit: the bus replays env.sh's state and the job's status."""
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.bus.config.publish(S.config_state(MAX_STEPS="7"))
+        app.bus.job_status.publish(S.JOB_STATUS)
+        app.bus.step_record.publish(StepRecord(3, 20, 1, avg_reward=0.25, step_time_s=351.0))
+        await app.switch_mode("job")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, JobScreen)
+        assert screen.field("MAX_STEPS").value == "7"
+        assert "grpo.max_num_steps=7" in preview(screen, "run_nemo_rl.sh")
+        text = str(screen.query_one("#job-strip").render())
+        assert "RUNNING" in text and "step 3/20" in text and S.JOB_STATUS["id"] in text
+
+
+async def test_the_palette_saves_and_the_app_can_submit_through_the_screen():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        await set_field(pilot, screen, "MAX_STEPS", "30")
+        await pilot.press("ctrl+p", *"save param", "enter")
+        await pilot.pause()
+        assert app.calls == [("save", {"MAX_STEPS": "30"})]
+        screen.resubmit()  # what the app's "Job: resubmit to resume" entry calls
+        assert app.calls[-1] == ("submit", True)
