@@ -91,9 +91,8 @@ _HERE = Path(__file__).parent
 
 
 class RLTuiApp(App):
-    # The one stylesheet; per-screen sections in styles/ are merged into it before release.
-    # Absolute: Textual resolves relative paths beside the (sub)class's module.
-    CSS_PATH = [str(_HERE / "rltui.tcss"), *sorted(str(p) for p in (_HERE / "styles").glob("*.tcss"))]
+    # The one stylesheet, absolute: Textual resolves relative paths beside a subclass's module.
+    CSS_PATH = str(_HERE / "rltui.tcss")
     TITLE = "rltui"
     MODES = {mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
     DEFAULT_MODE = "start"

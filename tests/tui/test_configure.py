@@ -13,7 +13,6 @@ import pytest
 from textual.app import App
 from textual.widgets import Input, Static
 
-import rltui.app
 from rltui.app import RLTuiApp
 from rltui.cloud.endpoints import Endpoints
 from rltui.screens.configure import ConfigureScreen
@@ -29,7 +28,7 @@ class RecordingApp(RLTuiApp):
     """The real app; the two actions that need a session are recorded instead."""
 
     # Textual reads relative CSS paths beside the module defining the class: keep the app's.
-    CSS_PATH = [str(Path(rltui.app.__file__).parent / p) for p in RLTuiApp.CSS_PATH]
+    CSS_PATH = RLTuiApp.CSS_PATH  # absolute: a subclass here finds the one stylesheet
 
     def __init__(self) -> None:
         super().__init__(session=None, header=HEADER)

@@ -5,12 +5,10 @@ staying off while invalid, Resubmit asking to resume, and the last job's status.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from textual.widgets import Button, ContentSwitcher, Input, Static, TextArea
 
-import rltui.app
 from rltui.app import RLTuiApp
 from rltui.joblog import StepRecord
 from rltui.screens.job import JobScreen
@@ -24,7 +22,7 @@ BAD_BATCH = "PROMPTS_PER_STEP x GENERATIONS_PER_PROMPT = 160 is not a multiple o
 class RecordingApp(RLTuiApp):
     """The real app; the actions that need a session are recorded instead."""
 
-    CSS_PATH = [str(Path(rltui.app.__file__).parent / p) for p in RLTuiApp.CSS_PATH]
+    CSS_PATH = RLTuiApp.CSS_PATH  # absolute: a subclass here finds the one stylesheet
 
     def __init__(self, header: HeaderInfo = S.HEADER) -> None:
         super().__init__(session=None, header=header)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from textual.screen import Screen
 from textual.widgets import Button, Static
 
-import rltui.app
 from rltui.app import RLTuiApp
 from rltui.screens.start import StartScreen, deployment
 from rltui.widgets.chrome import HeaderInfo
@@ -22,7 +20,7 @@ class RecordingApp(RLTuiApp):
     """The real app; the workers that need a session are recorded instead of run."""
 
     # Textual reads relative CSS paths beside the module defining the class: keep the app's.
-    CSS_PATH = [str(Path(rltui.app.__file__).parent / p) for p in RLTuiApp.CSS_PATH]
+    CSS_PATH = RLTuiApp.CSS_PATH  # absolute: a subclass here finds the one stylesheet
     # Monitor is another screen's business: a plain screen stands in for it here.
     MODES = {**RLTuiApp.MODES, "monitor": Screen}
 
