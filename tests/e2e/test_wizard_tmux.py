@@ -1,0 +1,129 @@
+"""The wizard in a real terminal (tmux 120x40), from Configure to Teardown, against the sandbox.
+
+Keys go in with send-keys, the screen comes back with capture-pane; every capture is checked
+for the token. Shares the session's sandbox with the headless cycle (which ends with nothing
+left), so it runs after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent.parent / "data"
+TOKEN = "hf_tmuxSecretValue" + "Z9k" * 8
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+
+class Terminal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.screens: list[str] = []
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.name, "-l", text)
+
+    def screen(self) -> str:
+        text = self.tmux("capture-pane", "-p", "-t", self.name)
+        self.screens.append(text)
+        assert TOKEN not in text, "the token reached the screen"
+        return text
+
+    def wait_for(self, *words: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if all(w in text for w in words):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"{words} not on screen after {timeout:.0f} s:\n{text}")
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "has-session", "-t", self.name],
+                              capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def terminal(sandbox, sandbox_dir, tmp_path):
+    env_sh = tmp_path / "env.sh"
+    env_sh.write_text((DATA / "env" / "devrel-demos.env.sh").read_text().replace(
+        'HF_TOKEN=""', f'HF_TOKEN="{TOKEN}"').replace('NUM_NODES="8"', 'NUM_NODES="2"'))
+    env_sh.chmod(0o600)
+    name = f"rltui-e2e-{os.getpid()}"
+    env = {"RLTUI_SANDBOX_DIR": str(sandbox_dir), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    # argv after the options: tmux runs it without a shell.
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                    *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                    # COLUMNS/LINES from pytest's environment would override the real size.
+                    "env", "-u", "COLUMNS", "-u", "LINES",
+                    sys.executable, "-m", "rltui.cli", "--sandbox", "--env", str(env_sh)],
+                   check=True, cwd=tmp_path)
+    # A shared tmux server may size windows after its clients: pin this one to 120x40.
+    subprocess.run(["tmux", "set-option", "-t", name, "window-size", "manual"], check=True)
+    subprocess.run(["tmux", "resize-window", "-t", name, "-x", "120", "-y", "40"], check=True)
+    term = Terminal(name)
+    term.env_sh, term.sandbox = env_sh, sandbox
+    yield term
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def test_configure_to_teardown_in_a_real_terminal(terminal):
+    t0 = time.monotonic()
+    terminal.wait_for("SANDBOX", "Start", timeout=15)
+    first_paint = time.monotonic() - t0
+    print(f"first screen with the SANDBOX badge after {first_paint:.2f} s")
+
+    terminal.keys("F3")
+    text = terminal.wait_for("PROJECT_ID", "CLUSTER_NAME", "LUSTRE_INSTANCE_ID")
+    assert "team-rl-sandbox-42" in text and "ray-a4-gpu-spot-net-0" in text
+    assert len(text.splitlines()[0]) >= 110, "the terminal is 120 columns wide"
+
+    terminal.keys("F4")
+    terminal.wait_for("xpk cluster create")
+    terminal.keys("C-r")
+    terminal.wait_for("everything is ready", timeout=120)
+
+    terminal.keys("F7")
+    terminal.wait_for("run_nemo_rl.sh")
+    terminal.keys("C-p")
+    terminal.type("Job: submit")
+    time.sleep(0.5)
+    terminal.keys("Enter")
+    terminal.wait_for("submitted", timeout=30)  # the command ran on the Job screen
+    terminal.keys("F8")
+    terminal.wait_for("Step", "worker", timeout=60)
+    out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
+                         text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": os.environ.get(
+                             "RLTUI_SANDBOX_DIR", "")})
+    assert out.returncode == 0, out.stderr
+    terminal.wait_for("PREEMPTED", timeout=30)
+    terminal.wait_for("SUCCEEDED", timeout=120)
+
+    terminal.keys("F10")
+    terminal.wait_for("What exists now", "RayCluster", timeout=60)
+    terminal.type("ray-a4-gpu-spot")
+    terminal.wait_for("▊  ray-a4-gpu-spot")  # the Input holds the name before ctrl+d
+    time.sleep(0.3)
+    terminal.keys("C-d")
+    terminal.wait_for("leak scan: nothing of rltui's left", timeout=180)
+
+    terminal.keys("C-q")
+    deadline = time.monotonic() + 10
+    while terminal.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not terminal.alive(), "ctrl+q quits"
