@@ -285,7 +285,8 @@ async def test_a_burst_of_output_stays_bounded_and_the_keys_answer(wizard_app):
         await pilot.pause()
         assert log.line_count == 10_000 and log.lines[-1] == f"line {sent - 1:06d}"
         assert f"line {sent - 1:06d}" in shown(app)
-        assert max(lag) < 1.0, f"the loop stalled {max(lag):.2f} s"
+        # A frozen loop, not a speed figure (bench territory): generous on a noisy 2-core box.
+        assert max(lag) < 3.0, f"the loop stalled {max(lag):.2f} s"
         await pilot.press("f7")
         assert app.current_mode == "job"
         print(f"burst: max loop lag {max(lag) * 1000:.0f} ms, "

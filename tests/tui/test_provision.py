@@ -4,6 +4,7 @@ run / retry / skip asking the app."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 
 import pytest
@@ -129,7 +130,10 @@ async def test_elapsed_of_running_steps_ticks_without_new_data(wizard_app, monke
         await asyncio.sleep(1.3)
         await pilot.pause()
         rows = _rows(screen).splitlines()
-        assert "17:31 / 25:00" in next(r for r in rows if "xpk cluster create" in r)
+        xpk = next(r for r in rows if "xpk cluster create" in r)
+        minutes, seconds = re.search(r"(\d+):(\d\d) / 25:00", xpk).groups()
+        # It was 17:30 when published: it has moved on by itself (how far depends on load).
+        assert 17 * 60 + 30 < int(minutes) * 60 + int(seconds) < 17 * 60 + 40, xpk
         assert "0:58 / 1:00" in next(r for r in rows if "Enable APIs" in r)  # done: frozen
 
 
