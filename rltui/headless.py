@@ -16,18 +16,11 @@ from typing import Any, Callable
 from .config import RLConfig, submit_problems
 from .envfile import write_private
 from .plan.context import Context
+from .plan.view import fmt_s
 
 
 class Refused(Exception):
     """A request rltui will not carry out as asked (exit 2), e.g. submit without HF_TOKEN."""
-
-
-def fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    seconds = max(0, int(round(seconds)))
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 def endpoints_for(sandbox: bool) -> Any:
@@ -93,7 +86,7 @@ def _log_to_file(ctx: Context) -> Path:
     return path
 
 
-def _runner(ctx: Context, printer: Callable[[Any], None]) -> Any:
+def make_runner(ctx: Context, printer: Callable[[Any], None]) -> Any:
     from .plan.progress import ProgressStore, progress_path
 
     _log_to_file(ctx)
@@ -110,7 +103,7 @@ def _runner(ctx: Context, printer: Callable[[Any], None]) -> Any:
 async def up(cfg: RLConfig, endpoints: Any, *, yes: bool, verbose: bool,
              out: Callable[[str], None] = print) -> int:
     ctx = Context(cfg, endpoints)
-    runner = _runner(ctx, EventPrinter(out, verbose))
+    runner = make_runner(ctx, EventPrinter(out, verbose))
     out(f"Plan for {cfg.cluster_name} in {cfg.project_id} ({endpoints.label}):")
     for view in runner.snapshot():
         needs = f"  after {', '.join(view.needs)}" if view.needs else ""
@@ -150,7 +143,7 @@ def _jobs_file(ctx: Context) -> Path:
     return ctx.run_dir / "jobs.json"
 
 
-def _jobs(ctx: Context) -> list[JobRecord]:
+def job_records(ctx: Context) -> list[JobRecord]:
     try:
         data = json.loads(_jobs_file(ctx).read_text())
         return [JobRecord(**j) for j in data.get("jobs", [])]
@@ -158,7 +151,7 @@ def _jobs(ctx: Context) -> list[JobRecord]:
         return []
 
 
-def _save_jobs(ctx: Context, jobs: list[JobRecord]) -> None:
+def save_job_records(ctx: Context, jobs: list[JobRecord]) -> None:
     ctx.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_private(_jobs_file(ctx), json.dumps({"jobs": [asdict(j) for j in jobs]}, indent=2))
 
@@ -176,7 +169,7 @@ async def submit(cfg: RLConfig, endpoints: Any, *, resume: bool,
         if problems:
             raise Refused("\n".join(str(p) for p in problems))
     ctx = Context(cfg, endpoints)
-    jobs = _jobs(ctx)
+    jobs = job_records(ctx)
     if resume:
         if not jobs:
             raise Refused("--resume: no earlier job of this cluster to resume; run `rltui submit`")
@@ -205,7 +198,7 @@ async def submit(cfg: RLConfig, endpoints: Any, *, resume: bool,
     finally:
         await ctx.close()
     jobs.append(JobRecord(job_id, checkpoint_dir, str(job_dir), time.time()))
-    _save_jobs(ctx, jobs)
+    save_job_records(ctx, jobs)
     err(f"submitted from {job_dir}; follow it with: rltui logs --follow")
     out(job_id)
     return 0
@@ -216,7 +209,7 @@ async def submit(cfg: RLConfig, endpoints: Any, *, resume: bool,
 async def _job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str:
     if wanted:
         return wanted
-    known = _jobs(ctx)
+    known = job_records(ctx)
     if known:
         return known[-1].id
     listed = sorted(await jobs_api.list(), key=lambda j: j.start_time_ms or 0)
@@ -260,7 +253,7 @@ async def _job_summary(ctx: Context) -> dict[str, Any] | None:
     from .cloud.rayjobs import RayJobs
     from .joblog import JobLogParser, RunTracker
 
-    known = _jobs(ctx)
+    known = job_records(ctx)
     if not known:
         return None
     try:
@@ -305,7 +298,7 @@ async def status(cfg: RLConfig, endpoints: Any, *, as_json: bool,
 
 # --- down -------------------------------------------------------------------------------------
 
-async def _stop_jobs(ctx: Context, out: Callable[[str], None]) -> None:
+async def stop_jobs(ctx: Context, out: Callable[[str], None]) -> None:
     from .cloud.rayjobs import RayJobs
 
     try:
@@ -337,9 +330,9 @@ async def down(cfg: RLConfig, endpoints: Any, *, yes: bool, verbose: bool,
             out("nothing deleted")
             return 1
         if any(r.kind == "RayCluster" and r.present for r in before):
-            await _stop_jobs(ctx, out)
+            await stop_jobs(ctx, out)
         await ctx.close()
-        runner = _runner(ctx, EventPrinter(out, verbose))
+        runner = make_runner(ctx, EventPrinter(out, verbose))
         result = await runner.down()
         after = await collect(ctx)
     finally:

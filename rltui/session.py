@@ -127,20 +127,20 @@ class Session:
     def runner(self, listener: Callable[[Any], None] | None = None) -> Any:
         """The one runner of this config; `listener` (given by up/down) receives its events."""
         if self._runner is None:
-            from .headless import _runner
+            from .headless import make_runner
 
-            self._runner = _runner(self.context(), listener or (lambda ev: None))
+            self._runner = make_runner(self.context(), listener or (lambda ev: None))
         elif listener is not None:
-            self._runner._listener = listener
+            self._runner.listener = listener
         return self._runner
 
     async def up(self, listener: Callable[[Any], None], targets: set[str] | None = None) -> Any:
         return await self.runner(listener).up(targets)
 
     async def down(self, listener: Callable[[Any], None]) -> Any:
-        from .headless import _stop_jobs
+        from .headless import stop_jobs
 
-        await _stop_jobs(self.context(), lambda line: listener(line))
+        await stop_jobs(self.context(), listener)
         return await self.runner(listener).down()
 
     async def inventory(self) -> list[Any]:
@@ -163,8 +163,9 @@ class Session:
                                                   f"install {tool} (Cloud Shell has it)")))
         if self.cfg is not None:
             try:
-                missing = set(__import__("rltui.script", fromlist=["APIS"]).APIS) - \
-                    await self.context().network.enabled_apis()
+                from .script import APIS
+
+                missing = set(APIS) - await self.context().network.enabled_apis()
                 checks.append(Check("APIs enabled", not missing, ", ".join(sorted(missing)) or "all four",
                                     "the Provision screen enables them" if missing else ""))
             except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
@@ -221,9 +222,9 @@ class Session:
         return ids[-1]
 
     def last_job_id(self) -> str | None:
-        from .headless import _jobs
+        from .headless import job_records
 
-        jobs = _jobs(self.context())
+        jobs = job_records(self.context())
         return jobs[-1].id if jobs else None
 
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:

@@ -129,7 +129,7 @@ class Runner:
         _validate(steps, self._deps)
         self._ctx = ctx
         self._store = progress
-        self._listener = listener
+        self.listener = listener  # who hears RunEvents; the TUI re-points it per run
         self._retry = retry or RetryPolicy()
         self._clock = clock
         self._wall = wall
@@ -364,12 +364,12 @@ class Runner:
             self._set_message(tr, value)
 
     def _emit(self, tr: _Track, kind: str, line: str | None = None) -> None:
-        if self._listener is None:
+        if self.listener is None:
             return
         event = RunEvent(tr.step.name, tr.step.title, tr.state, self._wall(), self._elapsed(tr),
                          self._expected(tr), tr.message, tr.progress, line, kind)
         try:
-            self._listener(event)
+            self.listener(event)
         except Exception:
             log.exception("run listener failed on %s", event)
 

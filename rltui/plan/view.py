@@ -6,6 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def fmt_s(seconds: float | None) -> str:
+    """0:58, 17:30, 1:02:03 (whole seconds, truncated so a ticking clock never runs ahead)."""
+    if seconds is None:
+        return "--:--"
+    s = max(0, int(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
 @dataclass(frozen=True)
 class PlanView:
     steps: tuple[Any, ...]          # rltui.plan.runner.StepView, in graph order

@@ -16,7 +16,8 @@ from ..plan.runner import RunEvent, RunResult
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
 from ..widgets.inventory import InventoryView, left_behind
-from ..widgets.steps import StepsView, fmt_s, from_event, short_title
+from ..plan.view import fmt_s
+from ..widgets.steps import StepsView, from_event, short_title
 from .base import WizardScreen
 
 FLUSH_S = 0.1       # log lines reach the pane in batches

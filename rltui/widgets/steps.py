@@ -22,6 +22,7 @@ from textual.widget import Widget
 
 from ..plan.runner import RunEvent, StepView
 from ..plan.step import StepState
+from ..plan.view import fmt_s
 
 S = StepState
 LONG_SHARE = 0.1         # a step expected to take this share of the longest one gets a bar
@@ -35,13 +36,6 @@ ICONS: dict[StepState, tuple[str, str]] = {
     S.DESTROYING: ("●", "running"), S.DESTROYED: ("✔", "done"), S.ABSENT: ("·", "muted"),
 }
 _PAREN = re.compile(r" \([^)]*\)")
-
-
-def fmt_s(seconds: float) -> str:
-    """0:58, 17:30, 1:02:03."""
-    s = max(0, int(seconds))
-    h, rest = divmod(s, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 def short_title(title: str) -> str:

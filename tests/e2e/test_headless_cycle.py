@@ -53,7 +53,7 @@ def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
     from rltui.cloud.endpoints import Endpoints
     from rltui.config import parse_config
     from rltui.envfile import EnvFile
-    from rltui.headless import _runner
+    from rltui.headless import make_runner
     from rltui.plan.context import Context
 
     monkeypatch.setenv("XDG_STATE_HOME", user["env"]["XDG_STATE_HOME"])
@@ -62,7 +62,7 @@ def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
 
     async def run():
         ctx = Context(cfg, Endpoints.sandbox(user["status"]))
-        runner = _runner(ctx, events.append)
+        runner = make_runner(ctx, events.append)
         try:
             return await runner.up()
         finally:

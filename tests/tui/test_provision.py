@@ -332,7 +332,7 @@ async def test_a_real_runner_drives_the_screen(wizard_app, frozen_clock):
         # teardown through the same runner: one row per deletion
         await app.switch_mode("teardown")
         await pilot.pause()
-        runner._listener = app.bus.teardown_event.publish
+        runner.listener = app.bus.teardown_event.publish
         down = await runner.down()
         app.bus.run_result.publish(down)
         await pilot.pause(0.3)
