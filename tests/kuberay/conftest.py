@@ -98,7 +98,7 @@ class Box:
             await self.controller.stop()
             self.controller = self._controller()
             await self.controller.start()
-        self.call(restart(), timeout=60)
+        self.call(restart(), timeout=180)  # the old controller's stop: see stop() below
 
     def api(self) -> client.ApiClient:
         return config.new_client_from_config(config_file=str(self.kubeconfig))
@@ -118,7 +118,9 @@ class Box:
             await self.controller.stop()
             await self.runner.cleanup()
             self.world.close()
-        self.call(stop(), timeout=60)
+        # stop() waits for a Ray head still starting (up to its 30 s readiness wait) so it can
+        # end it by PID, then stops it (10 s + sweep): on a loaded 2-core box that exceeds 60 s.
+        self.call(stop(), timeout=180)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()
