@@ -16,19 +16,38 @@ from typing import Any, Awaitable, Callable, Mapping, Union
 import grpc
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from rltui.sandbox.faults import Faults
+from rltui.sandbox.record import Record
 
 
 class CloudError(Exception):
-    """A refusal the real API would answer with `code` (a google.rpc code name)."""
+    """A refusal the real API would answer with `code` (a google.rpc code name).
+
+    `reason` (+ `domain`, `metadata`) is the google.rpc.ErrorInfo Google attaches to its errors
+    (AIP-193): clients decide from it, never from the wording. Sent in the gRPC status details
+    (`grpc-status-details-bin`) and in the REST error JSON's `details`.
+    """
 
     code = "UNKNOWN"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, reason: str = "", domain: str = "googleapis.com",
+                 metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.reason = reason
+        self.domain = domain
+        self.metadata = dict(metadata or {})
+
+    def status_proto(self, code: grpc.StatusCode | None = None) -> status_pb2.Status:
+        """google.rpc.Status with the ErrorInfo (when there is a reason) packed in details."""
+        status = status_pb2.Status(code=rpc_code(code or self.status_code), message=self.message)
+        if self.reason:
+            info = error_details_pb2.ErrorInfo(reason=self.reason, domain=self.domain,
+                                               metadata=self.metadata)
+            status.details.add().Pack(info)
+        return status
 
     @property
     def status_code(self) -> grpc.StatusCode:
@@ -55,6 +74,14 @@ class Unimplemented(CloudError):
     code = "UNIMPLEMENTED"
 
 
+class PermissionDenied(CloudError):
+    code = "PERMISSION_DENIED"
+
+
+class ResourceExhausted(CloudError):
+    code = "RESOURCE_EXHAUSTED"
+
+
 def rpc_code(code: grpc.StatusCode) -> int:
     """The google.rpc.Code number of a grpc.StatusCode (what Operation.error.code holds)."""
     return code.value[0]
@@ -76,9 +103,11 @@ def _serializer(cls: type) -> Callable[[Any], bytes]:
     return cls.serialize if hasattr(cls, "pb") else cls.SerializeToString
 
 
-def _wrap(channel: str, fn: Handler,
-          faults: Faults | None) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+def _wrap(channel: str, fn: Handler, faults: Faults | None,
+          record: "Record | None" = None) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if record is not None:
+            record.count(channel)
         if faults is not None and faults.hit(channel):
             code = faults.choice(channel, TRANSIENT_CODES)
             await context.abort(code, f"sandbox fault injection: {channel} answered {code.name}; retry")
@@ -88,17 +117,22 @@ def _wrap(channel: str, fn: Handler,
                 result = await result
             return result
         except CloudError as exc:
-            await context.abort(exc.status_code, exc.message)
+            metadata = ()
+            if exc.reason:
+                metadata = (("grpc-status-details-bin", exc.status_proto().SerializeToString()),)
+            await context.abort(exc.status_code, exc.message, metadata)
 
     return handler
 
 
-def add_service(server: grpc.aio.Server, service: str, rpcs: Rpcs, faults: Faults | None) -> None:
-    """Register `service` (full proto name) on `server`; faults use channel grpc:<Short>/<Method>."""
+def add_service(server: grpc.aio.Server, service: str, rpcs: Rpcs, faults: Faults | None,
+                record: "Record | None" = None) -> None:
+    """Register `service` (full proto name) on `server`; faults use channel grpc:<Short>/<Method>,
+    and `record` counts each call under that name."""
     short = service.rsplit(".", 1)[-1]
     handlers = {
         method: grpc.unary_unary_rpc_method_handler(
-            _wrap(f"grpc:{short}/{method}", fn, faults),
+            _wrap(f"grpc:{short}/{method}", fn, faults, record),
             request_deserializer=_deserializer(req),
             response_serializer=_serializer(resp),
         )
@@ -170,8 +204,7 @@ class LroStore:
         op.metadata.CopyFrom(_pack(metadata))
         op.done = True
         if error is not None:
-            code = error_code or error.status_code
-            op.error.CopyFrom(status_pb2.Status(code=rpc_code(code), message=error.message))
+            op.error.CopyFrom(error.status_proto(error_code))
         else:
             op.response.CopyFrom(_pack(response))
 

@@ -1,0 +1,103 @@
+"""The sandbox's own record: every operation it ran, on the reference clock, and a counter per
+API method. Benchmarks and tests read it (GET /_sandbox/record, or the file named `record` in
+`rltui sandbox status --json`) instead of guessing from their side of the wire.
+
+Reference seconds are real seconds since the sandbox started times its speed: at speed 300 a
+real second is five reference minutes, which is how the latency profile's minutes were scaled.
+
+    {"speed": 300.0, "started_at": 1764580000.0,
+     "calls": {"grpc:Lustre/CreateInstance": 1, "compute:networks.get": 12, ...},
+     "operations": [{"id": 1, "kind": "lustre.create", "target": "projects/p/.../instances/i",
+                     "start_ref_s": 61.2, "end_ref_s": 781.0, "error": null}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+FILE = "record.json"
+
+
+class Record:
+    """Thread-safe: the gRPC services, the REST routes and the World all write to it."""
+
+    def __init__(self, path: Path | None, speed: float, started_at: float | None = None) -> None:
+        self.path = Path(path) if path else None
+        self.speed = float(speed)
+        self.started_at = time.time() if started_at is None else started_at
+        self._calls: Counter[str] = Counter()
+        self._ops: list[dict[str, Any]] = []
+        self._open: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._dirty_at = 0.0
+        if self.path is not None and self.path.exists():
+            self._load()
+
+    def ref_now(self) -> float:
+        """Reference seconds since the sandbox started."""
+        return round((time.time() - self.started_at) * self.speed, 3)
+
+    def count(self, method: str) -> None:
+        """One call of an API method, e.g. "grpc:Lustre/GetInstance" or "compute:networks.get"."""
+        with self._lock:
+            self._calls[method] += 1
+        self._maybe_save()
+
+    def start(self, kind: str, target: str, **data: Any) -> int:
+        """An operation began (kind like "gke.update_cluster"); returns its id for `end`."""
+        with self._lock:
+            op = {"id": len(self._ops) + 1, "kind": kind, "target": target,
+                  "start_ref_s": self.ref_now(), "end_ref_s": None, "error": None, **data}
+            self._ops.append(op)
+            self._open[op["id"]] = op
+        self._save()
+        return int(op["id"])
+
+    def end(self, op_id: int, error: str | None = None) -> None:
+        with self._lock:
+            op = self._open.pop(op_id, None)
+            if op is None:
+                return
+            op["end_ref_s"], op["error"] = self.ref_now(), error
+        self._save()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"speed": self.speed, "started_at": self.started_at,
+                    "ref_now_s": self.ref_now(), "calls": dict(sorted(self._calls.items())),
+                    "operations": [dict(op) for op in self._ops]}
+
+    # --- persistence: a restarted daemon keeps counting where it left off ---
+
+    def _maybe_save(self) -> None:
+        now = time.monotonic()
+        if now - self._dirty_at > 0.5:  # counters are frequent: write at most twice a second
+            self._dirty_at = now
+            self._save()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        data = json.dumps(self.snapshot(), indent=1)
+        tmp = self.path.with_name(self.path.name + f".{threading.get_ident()}.tmp")
+        tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def flush(self) -> None:
+        self._save()
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            return
+        self.started_at = float(data.get("started_at", self.started_at))
+        self._calls.update(data.get("calls", {}))
+        self._ops = list(data.get("operations", []))
+        self._open = {op["id"]: op for op in self._ops if op.get("end_ref_s") is None}
