@@ -182,10 +182,16 @@ def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
     _, cfg = _load_env(args.env)
     try:
         endpoints = endpoints_for(getattr(args, "sandbox", False))
+        endpoints.require_credentials()
         return asyncio.run(run(cfg, endpoints))
     except Refused as exc:
         raise UsageError(str(exc)) from None
-    except (CloudError, SandboxError) as exc:
+    except CloudError as exc:
+        if exc.code == "NoCredentials":  # nothing was asked of the cloud: fix and rerun
+            raise UsageError(exc.message) from None
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SandboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -161,6 +161,12 @@ class Session:
             checks.append(Check(f"{tool} on PATH", bool(found), found or "",
                                 "" if found else (f"pip install {tool}" if tool == "xpk" else
                                                   f"install {tool} (Cloud Shell has it)")))
+        # xpk 1.16.0 exits 1 ("Failed to find gcloud credential directory") without it
+        # (xpk src/xpk/commands/cluster_gcluster.py check_gcloud_authenticated).
+        config_dir = self.endpoints.xpk_gcloud_dir(env)
+        checks.append(Check("gcloud config folder (xpk needs it)", config_dir.is_dir(),
+                            str(config_dir), "" if config_dir.is_dir() else
+                            "gcloud auth application-default login (it creates the folder)"))
         if self.cfg is not None:
             try:
                 from .script import APIS
@@ -262,15 +268,13 @@ class Session:
 
         ctx = self.context()
         mon = ctx._get("monitoring", lambda: MonitoringAdapter(self.endpoints, self.cfg.project_id))
-        types = await mon.metric_types()
-        # One reference minute per point; a sandbox running faster aligns on shorter periods.
+        # One reference minute per point (Lustre samples every 60 s); a sandbox running faster
+        # aligns on shorter periods.
         period = max(1, int(round(60 * self.endpoints.time_scale)))
+        instance = self.cfg.lustre_instance_id
         out: dict[str, Any] = {"at": time.time(), "period_s": period}
-        for key, metric, aligner in (("read", types.read, "ALIGN_RATE"),
-                                     ("write", types.write, "ALIGN_RATE"),
-                                     ("used", types.used, "ALIGN_MEAN")):
-            out[key] = [] if metric is None else await mon.series(
-                metric, self.cfg.lustre_instance_id, minutes=minutes, period_s=period, aligner=aligner)
+        out.update(await mon.throughput(instance, minutes=minutes, period_s=period))
+        out["used"] = await mon.used_bytes(instance, minutes=minutes, period_s=period)
         out["capacity_gib"] = self.cfg.lustre_capacity
         return out
 

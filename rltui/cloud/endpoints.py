@@ -2,8 +2,9 @@
 
 Real: Google's hosts with Application Default Credentials; the Kubernetes client is built from
 the GKE cluster's endpoint, CA and an ADC token. Sandbox: `127.0.0.1` ports with insecure
-channels, a kubeconfig, and the fake xpk/gcloud first on PATH. Nothing else in rltui asks
-which one it is; it asks this value for clients.
+channels (gRPC) or plain http (compute's REST surface, anonymous credentials), a kubeconfig,
+and the fake xpk/gcloud first on PATH. Nothing else in rltui asks which one it is; it asks
+this value for clients.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ CALL_TIMEOUT_S = 30.0
 class Endpoints:
     label: str                         # shown in the header badge: "SANDBOX" or "Google Cloud"
     grpc_target: str | None = None     # "127.0.0.1:PORT" (insecure); None: Google's hosts + ADC
+    compute_url: str | None = None     # "http://127.0.0.1:PORT" (REST); None: compute.googleapis.com
     kubeconfig: Path | None = None     # None: from the GKE cluster's endpoint, CA and ADC token
     tool_dirs: tuple[Path, ...] = ()   # put first on PATH for xpk and gcloud
     tool_env: Mapping[str, str] = field(default_factory=dict)  # e.g. a private KUBECONFIG
@@ -42,6 +44,7 @@ class Endpoints:
         return cls(
             label="SANDBOX",
             grpc_target=str(status["grpc"]),
+            compute_url=status.get("compute"),
             kubeconfig=kubeconfig,
             tool_dirs=(Path(status["bin_dir"]),),
             # gcloud get-credentials writes here, never into the user's ~/.kube/config.
@@ -86,7 +89,54 @@ class Endpoints:
         return monitoring_v3.MetricServiceAsyncClient(
             transport=MetricServiceGrpcAsyncIOTransport(channel=self._channel()))
 
+    def service_usage(self) -> Any:
+        from google.cloud import service_usage_v1
+        from google.cloud.service_usage_v1.services.service_usage.transports import (
+            ServiceUsageGrpcAsyncIOTransport)
+
+        if self.grpc_target is None:
+            return service_usage_v1.ServiceUsageAsyncClient()
+        return service_usage_v1.ServiceUsageAsyncClient(
+            transport=ServiceUsageGrpcAsyncIOTransport(channel=self._channel()))
+
+    def compute(self, kind: str) -> Any:
+        """A google-cloud-compute client (REST, sync: call it in a thread), e.g. "Networks"."""
+        from google.cloud import compute_v1
+
+        cls = getattr(compute_v1, f"{kind}Client")
+        if self.compute_url is None:
+            return cls()
+        from google.auth.credentials import AnonymousCredentials
+
+        return cls(credentials=AnonymousCredentials(),
+                   client_options={"api_endpoint": self.compute_url})
+
+    def require_credentials(self) -> None:
+        """Google's hosts need Application Default Credentials: one line with the fix if absent.
+        A sandbox accepts any token, so it needs none."""
+        if self.grpc_target is not None:
+            return
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+
+        from .errors import CloudError
+
+        try:
+            google.auth.default()
+        except DefaultCredentialsError:
+            raise CloudError("no Application Default Credentials: run `gcloud auth"
+                             " application-default login`, then try again",
+                             transient=False, code="NoCredentials") from None
+
     # --- subprocesses (xpk, gcloud, kubectl) ---
+
+    def xpk_gcloud_dir(self, env: Mapping[str, str] | None = None) -> Path:
+        """The folder xpk requires before it creates anything: real xpk 1.16.0 checks
+        `~/.config/gcloud`; the sandbox's xpk checks the private CLOUDSDK_CONFIG it is given."""
+        env = self.subprocess_env() if env is None else env
+        if "CLOUDSDK_CONFIG" in self.tool_env:
+            return Path(self.tool_env["CLOUDSDK_CONFIG"])
+        return Path(env.get("HOME") or os.path.expanduser("~")) / ".config" / "gcloud"
 
     def subprocess_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)

@@ -3,22 +3,26 @@
 Transient: UNAVAILABLE, RESOURCE_EXHAUSTED (rate), DEADLINE_EXCEEDED, ABORTED, 429 and 5xx,
 connection errors, and a GKE cluster busy with another operation. Everything else is
 permanent and becomes one line saying what to do.
+
+What an error IS comes from its google.rpc.ErrorInfo reason (google-api-core's `exc.reason`,
+`exc.domain`, `exc.error_info.metadata`), never from its wording: GKE words "busy" at least
+two ways (`Operation ... is currently ...`, `Cluster is running incompatible operation ...`)
+under one reason, CLUSTER_ALREADY_HAS_OPERATION (FACTS: kubernetes-sigs/cluster-api-provider-gcp
+1363, rancher/gke-operator 509); a disabled API is reason SERVICE_DISABLED with the API's name
+in metadata["service"] (AIP-193 and Google's ErrorInfo reasons for googleapis.com).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import re
 from typing import Awaitable, Callable, TypeVar
 
 T = TypeVar("T")
 
-BUSY_CLUSTER = re.compile(r"currently (updating|creating|deleting|upgrading)|Please wait and try again",
-                          re.IGNORECASE)
-API_DISABLED = re.compile(r"([a-z]+\.googleapis\.com)[^.]*?(has not been used|is disabled|SERVICE_DISABLED)"
-                          r"|SERVICE_DISABLED.*?([a-z]+\.googleapis\.com)", re.IGNORECASE | re.DOTALL)
-QUOTA = re.compile(r"quota|Quota '([A-Z_0-9]+)'", re.IGNORECASE)
+BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
+DISABLED_REASON = "SERVICE_DISABLED"
+RATE_REASONS = frozenset({"RATE_LIMIT_EXCEEDED"})
 
 
 class CloudError(Exception):
@@ -39,6 +43,20 @@ def _status_code(exc: BaseException) -> int | None:
     return None
 
 
+def error_reason(exc: BaseException) -> tuple[str, dict[str, str]]:
+    """(ErrorInfo reason, its metadata) of a google-api-core error; ("", {}) when it has none."""
+    reason = getattr(exc, "reason", None)
+    metadata = getattr(exc, "metadata", None)
+    if not isinstance(reason, str):
+        return "", {}
+    return reason, dict(metadata) if hasattr(metadata, "items") else {}
+
+
+def api_disabled(exc: BaseException) -> bool:
+    """A refusal because the API is off (reason SERVICE_DISABLED): nothing of it can exist."""
+    return error_reason(exc)[0] == DISABLED_REASON
+
+
 def classify(exc: BaseException, what: str = "") -> CloudError:
     """Turn any client exception into a CloudError (transient or with advice)."""
     if isinstance(exc, CloudError):
@@ -52,23 +70,25 @@ def classify(exc: BaseException, what: str = "") -> CloudError:
     except ImportError:  # pragma: no cover - google libraries are a dependency
         gexc = None
     if gexc is not None and isinstance(exc, gexc.GoogleAPICallError):
+        reason, metadata = error_reason(exc)
         if isinstance(exc, (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Aborted,
-                            gexc.InternalServerError, gexc.TooManyRequests, gexc.BadGateway,
-                            gexc.GatewayTimeout, gexc.Unknown)):
+                            gexc.InternalServerError, gexc.BadGateway, gexc.GatewayTimeout,
+                            gexc.Unknown)) or (isinstance(exc, gexc.TooManyRequests)
+                                               and not isinstance(exc, gexc.ResourceExhausted)):
             return CloudError(prefix + text, transient=True, code=name)
-        if isinstance(exc, gexc.ResourceExhausted):
-            if QUOTA.search(text) and "rate" not in text.lower():
-                return CloudError(prefix + f"{text}: request more quota in the console"
-                                  " (IAM & Admin > Quotas) or use a smaller setup",
-                                  transient=False, code=name)
-            return CloudError(prefix + text, transient=True, code=name)
-        if isinstance(exc, gexc.FailedPrecondition) and BUSY_CLUSTER.search(text):
+        if reason == BUSY_REASON:
             return CloudError(prefix + text, transient=True, code="ClusterBusy")
-        m = API_DISABLED.search(text)
-        if m:
-            api = m.group(1) or m.group(3)
+        if reason == DISABLED_REASON:
+            api = metadata.get("service", "the")
             return CloudError(prefix + f"the {api} API is not enabled: run `gcloud services"
                               f" enable {api}`", transient=False, code="ApiDisabled")
+        if isinstance(exc, gexc.ResourceExhausted):
+            # A rate limit (or no reason at all) passes; a quota reason does not.
+            if not reason or reason in RATE_REASONS:
+                return CloudError(prefix + text, transient=True, code=name)
+            return CloudError(prefix + f"{text}: request more quota in the console"
+                              " (IAM & Admin > Quotas) or use a smaller setup",
+                              transient=False, code="QuotaExceeded")
         if isinstance(exc, (gexc.PermissionDenied, gexc.Forbidden)):
             return CloudError(prefix + f"{text}: check `gcloud auth list` and that your account"
                               " has the role for this (e.g. roles/container.admin,"
@@ -77,6 +97,14 @@ def classify(exc: BaseException, what: str = "") -> CloudError:
             return CloudError(prefix + "not signed in: run `gcloud auth application-default"
                               " login`", transient=False, code=name)
         return CloudError(prefix + text, transient=False, code=name)
+    try:
+        from google.auth import exceptions as aexc
+    except ImportError:  # pragma: no cover
+        aexc = None
+    if aexc is not None and isinstance(exc, (aexc.DefaultCredentialsError, aexc.RefreshError)):
+        return CloudError(prefix + "no usable Application Default Credentials: run `gcloud auth"
+                          " application-default login`, then try again", transient=False,
+                          code="NoCredentials")
     status = _status_code(exc)
     if name == "ApiException" and status is not None:  # kubernetes
         if status == 429 or status >= 500:

@@ -1,4 +1,13 @@
-"""GKE over google-cloud-container (async, gRPC): the cluster, its addons, its operations."""
+"""GKE over google-cloud-container (async, gRPC): the cluster, its addons, labels, node pools
+and operations.
+
+GKE runs one operation per cluster at a time, and starts its own (auto-upgrade, repair) right
+after a create: a refusal with ErrorInfo reason CLUSTER_ALREADY_HAS_OPERATION is retried,
+patiently, whatever its wording (cloud/errors.py). Enabling the Lustre CSI driver on a running
+cluster reaches existing nodes only when they are recreated, which xpk does by "upgrading"
+each node pool to its own version (xpk 1.16.0 core/nodepool.py
+recreate_nodes_in_existing_node_pools): `recreate_node_pool` does the same through the API.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,7 @@ import time
 from typing import Any
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
-from .errors import CloudError, retry
+from .errors import CloudError, api_disabled, retry
 
 
 class GkeAdapter:
@@ -33,13 +42,24 @@ class GkeAdapter:
                 return await self.client.get_cluster(name=self.name, timeout=CALL_TIMEOUT_S)
             except gexc.NotFound:
                 return None
+            except gexc.PermissionDenied as exc:
+                if api_disabled(exc):  # the API is off: no cluster can exist
+                    return None
+                raise
 
         return await retry(call, what=f"GKE cluster {self.cluster}")
 
     async def list(self) -> list[Any]:
+        from google.api_core import exceptions as gexc
+
         async def call() -> list[Any]:
-            resp = await self.client.list_clusters(
-                parent=f"projects/{self.project}/locations/-", timeout=CALL_TIMEOUT_S)
+            try:
+                resp = await self.client.list_clusters(
+                    parent=f"projects/{self.project}/locations/-", timeout=CALL_TIMEOUT_S)
+            except gexc.PermissionDenied as exc:
+                if api_disabled(exc):
+                    return []
+                raise
             return list(resp.clusters)
 
         return await retry(call, what="list GKE clusters")
@@ -50,25 +70,68 @@ class GkeAdapter:
         return {"RayOperator": bool(addons.ray_operator_config.enabled),
                 "LustreCsiDriver": bool(addons.lustre_csi_driver_config.enabled)}
 
-    async def enable_addons(self, *, expected_s: float) -> None:
-        """RayOperator and LustreCsiDriver in ONE UpdateCluster (one operation, one wait).
+    @staticmethod
+    def legacy_port(cluster: Any) -> bool:
+        return bool(cluster.addons_config.lustre_csi_driver_config.enable_legacy_lustre_port)
 
-        A cluster busy with another operation refuses it: that is retried until it is free.
-        """
+    async def _operation(self, start: Any, what: str, *, expected_s: float) -> Any:
+        """Start a cluster operation (retried while the cluster is busy) and wait for it."""
+        # Busy-cluster refusals can last a whole xpk phase or a GKE auto-upgrade: be patient.
+        op = await retry(start, what=what, attempts=40, base_s=max(0.2, expected_s / 20),
+                         cap_s=30.0)
+        return await self.wait_operation(op.name, expected_s=expected_s)
+
+    async def enable_addons(self, *, expected_s: float, legacy_port: bool = False) -> None:
+        """RayOperator and LustreCsiDriver in ONE UpdateCluster (one operation, one wait), the
+        CSI driver's legacy port (6988) set as asked: it must match the Lustre instance."""
         from google.cloud import container_v1
 
         update = container_v1.ClusterUpdate(desired_addons_config=container_v1.AddonsConfig(
             ray_operator_config=container_v1.RayOperatorConfig(enabled=True),
-            lustre_csi_driver_config=container_v1.LustreCsiDriverConfig(enabled=True)))
+            lustre_csi_driver_config=container_v1.LustreCsiDriverConfig(
+                enabled=True, enable_legacy_lustre_port=legacy_port)))
 
         async def call() -> Any:
             return await self.client.update_cluster(name=self.name, update=update,
                                                     timeout=CALL_TIMEOUT_S)
 
-        # Busy-cluster refusals can last a whole xpk phase: allow a long, patient retry.
-        op = await retry(call, what=f"enable addons on {self.cluster}", attempts=40,
-                         base_s=max(0.2, expected_s / 20), cap_s=30.0)
-        await self.wait_operation(op.name, expected_s=expected_s)
+        await self._operation(call, f"enable addons on {self.cluster}", expected_s=expected_s)
+
+    async def set_labels(self, labels: dict[str, str], *, expected_s: float) -> None:
+        """Merge `labels` into the cluster's resource labels (SetLabels is itself a cluster
+        operation; its fingerprint is read fresh on every attempt)."""
+        async def call() -> Any:
+            cluster = await self.client.get_cluster(name=self.name, timeout=CALL_TIMEOUT_S)
+            merged = {**dict(cluster.resource_labels), **labels}
+            return await self.client.set_labels(request={
+                "name": self.name, "resource_labels": merged,
+                "label_fingerprint": cluster.label_fingerprint}, timeout=CALL_TIMEOUT_S)
+
+        await self._operation(call, f"label {self.cluster}", expected_s=expected_s)
+
+    async def recreate_node_pool(self, pool: str, *, expected_s: float) -> None:
+        """Recreate a pool's nodes by updating it to its own version (what
+        `gcloud container clusters upgrade --node-pool=POOL` does)."""
+        async def call() -> Any:
+            np = await self.client.get_node_pool(name=f"{self.name}/nodePools/{pool}",
+                                                 timeout=CALL_TIMEOUT_S)
+            return await self.client.update_node_pool(request={
+                "name": f"{self.name}/nodePools/{pool}", "node_version": np.version,
+                "image_type": np.config.image_type or "COS_CONTAINERD"}, timeout=CALL_TIMEOUT_S)
+
+        await self._operation(call, f"recreate nodes of {pool}", expected_s=expected_s)
+
+    async def operations(self) -> list[Any]:
+        """This cluster's operations (GKE's own included), oldest first."""
+        async def call() -> list[Any]:
+            resp = await self.client.list_operations(
+                parent=f"projects/{self.project}/locations/{self.region}", timeout=CALL_TIMEOUT_S)
+            return [op for op in resp.operations
+                    if op.target_link.endswith(f"/clusters/{self.cluster}")
+                    or f"/clusters/{self.cluster}/" in op.target_link]
+
+        ops = await retry(call, what=f"operations of {self.cluster}")
+        return sorted(ops, key=lambda op: op.start_time)
 
     async def wait_operation(self, op_name: str, *, expected_s: float) -> Any:
         short = op_name.rsplit("/", 1)[-1]
@@ -87,6 +150,29 @@ class GkeAdapter:
                 raise CloudError(f"GKE operation {short} not done after {3 * expected_s:.0f} s",
                                  transient=True, code="Timeout")
             await asyncio.sleep(interval)
+
+    @staticmethod
+    def operation_failure(op: Any) -> str | None:
+        """What a finished, failed operation says (Operation.error, a google.rpc.Status)."""
+        if op.status.name != "DONE":
+            return None
+        message = op.error.message if op.error else ""
+        return message or None
+
+    async def delete(self, *, expected_s: float) -> None:
+        """DeleteCluster (no xpk): patient with a busy cluster, done when it is gone."""
+        from google.api_core import exceptions as gexc
+
+        async def call() -> Any:
+            try:
+                return await self.client.delete_cluster(name=self.name, timeout=CALL_TIMEOUT_S)
+            except gexc.NotFound:
+                return None
+
+        op = await retry(call, what=f"delete GKE cluster {self.cluster}", attempts=40,
+                         base_s=max(0.2, expected_s / 20), cap_s=30.0)
+        if op is not None:
+            await self.wait_operation(op.name, expected_s=expected_s)
 
     async def node_pools(self) -> list[Any]:
         async def call() -> list[Any]:

@@ -1,7 +1,11 @@
 """Lustre throughput and capacity from Cloud Monitoring (async, gRPC).
 
-The Lustre metric type names are discovered at run time (starts_with the service's prefix),
-not hard-coded: they were not verifiable when this was written.
+The metric types are Managed Lustre's documented ones (FACTS, "Lustre metrics";
+docs.cloud.google.com/monitoring/api/metrics_gcp_i_o): byte counters are DELTA per storage
+target, so every query aligns each series (ALIGN_RATE for bytes/s, ALIGN_MEAN for gauges)
+and sums across targets with `cross_series_reducer=REDUCE_SUM`. There is no "used" metric:
+used = sum(capacity_bytes) - sum(free_bytes) over the OSTs (component="ost"). Points are
+sampled every 60 s and show up to 120 s late; there are none while nothing is read or written.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from typing import Any
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import retry
 
-PREFIX = "lustre.googleapis.com/"
+RESOURCE = "lustre.googleapis.com/Instance"
+_BASE = "lustre.googleapis.com/instance/"
+READ_BYTES = _BASE + "read_bytes_total"
+WRITE_BYTES = _BASE + "write_bytes_total"
+CAPACITY_BYTES = _BASE + "capacity_bytes"
+FREE_BYTES = _BASE + "free_bytes"
+OSTS = 'metric.labels.component = "ost"'
 
 
 @dataclass(frozen=True)
@@ -22,19 +32,10 @@ class Point:
     value: float
 
 
-@dataclass(frozen=True)
-class LustreMetricTypes:
-    read: str | None
-    write: str | None
-    used: str | None
-    total: str | None
-
-
 class MonitoringAdapter:
     def __init__(self, endpoints: Endpoints, project: str) -> None:
         self.endpoints, self.project = endpoints, project
         self._client: Any = None
-        self._types: LustreMetricTypes | None = None
 
     @property
     def client(self) -> Any:
@@ -42,26 +43,10 @@ class MonitoringAdapter:
             self._client = self.endpoints.monitoring()
         return self._client
 
-    async def metric_types(self) -> LustreMetricTypes:
-        if self._types is None:
-            async def call() -> list[str]:
-                pager = await self.client.list_metric_descriptors(request={
-                    "name": f"projects/{self.project}",
-                    "filter": f'metric.type = starts_with("{PREFIX}")'}, timeout=CALL_TIMEOUT_S)
-                return [d.type async for d in pager]
-
-            types = await retry(call, what="Lustre metric descriptors")
-
-            def pick(*words: str) -> str | None:
-                return next((t for t in types if all(w in t for w in words)), None)
-
-            self._types = LustreMetricTypes(read=pick("read", "bytes"), write=pick("write", "bytes"),
-                                            used=pick("used"), total=pick("total"))
-        return self._types
-
     async def series(self, metric_type: str, instance_id: str, *, minutes: float,
-                     period_s: int = 60, aligner: str = "ALIGN_RATE") -> list[Point]:
-        """One instance's points over the last `minutes`, oldest first."""
+                     period_s: int = 60, aligner: str = "ALIGN_RATE",
+                     extra_filter: str = "") -> list[Point]:
+        """The instance's `metric_type` summed over its storage targets, oldest first."""
         from google.cloud import monitoring_v3
 
         now = time.time()
@@ -69,9 +54,12 @@ class MonitoringAdapter:
                                               start_time={"seconds": int(now - minutes * 60)})
         aggregation = monitoring_v3.Aggregation(
             alignment_period={"seconds": period_s},
-            per_series_aligner=getattr(monitoring_v3.Aggregation.Aligner, aligner))
-        flt = (f'metric.type = "{metric_type}" AND resource.type = "lustre.googleapis.com/Instance"'
+            per_series_aligner=getattr(monitoring_v3.Aggregation.Aligner, aligner),
+            cross_series_reducer=monitoring_v3.Aggregation.Reducer.REDUCE_SUM)
+        flt = (f'metric.type = "{metric_type}" AND resource.type = "{RESOURCE}"'
                f' AND resource.labels.instance_id = "{instance_id}"')
+        if extra_filter:
+            flt += f" AND {extra_filter}"
 
         async def call() -> list[Point]:
             pager = await self.client.list_time_series(request=monitoring_v3.ListTimeSeriesRequest(
@@ -88,3 +76,19 @@ class MonitoringAdapter:
             return sorted(points, key=lambda p: p.t)
 
         return await retry(call, what=f"{metric_type} of {instance_id}")
+
+    async def throughput(self, instance_id: str, *, minutes: float,
+                         period_s: int = 60) -> dict[str, list[Point]]:
+        """Bytes per second read and written, all targets together."""
+        return {key: await self.series(metric, instance_id, minutes=minutes, period_s=period_s)
+                for key, metric in (("read", READ_BYTES), ("write", WRITE_BYTES))}
+
+    async def used_bytes(self, instance_id: str, *, minutes: float,
+                         period_s: int = 60) -> list[Point]:
+        """sum(capacity) - sum(free) over the OSTs, at the periods both series have."""
+        capacity = await self.series(CAPACITY_BYTES, instance_id, minutes=minutes,
+                                     period_s=period_s, aligner="ALIGN_MEAN", extra_filter=OSTS)
+        free = await self.series(FREE_BYTES, instance_id, minutes=minutes, period_s=period_s,
+                                 aligner="ALIGN_MEAN", extra_filter=OSTS)
+        free_at = {p.t: p.value for p in free}
+        return [Point(p.t, max(0.0, p.value - free_at[p.t])) for p in capacity if p.t in free_at]

@@ -1,90 +1,242 @@
-"""APIs, the VPC network xpk makes, the peering range and the Service Networking peering.
+"""APIs, the VPC networks xpk makes, the peering range and the Service Networking peering.
 
-Through gcloud (argv lists): the packages rltui depends on have no client for Service
-Networking, and these are the codelab's own commands.
+Official clients where they exist (FACTS, "official clients that exist"): google-cloud-service-usage
+(async gRPC) for the APIs; google-cloud-compute (REST only and sync: every call runs in a
+thread) for networks, subnetworks, global addresses and firewall rules. Absence is the
+client's NotFound or an empty list, never an error's wording. Service Networking has no
+client package: its peering stays on gcloud, asked with `list --format=json` (an empty list
+is the structured "none"), never `describe`, whose not-found is two lines of prose.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable, Iterable
 
-from .endpoints import Endpoints
+from .endpoints import CALL_TIMEOUT_S, Endpoints
+from .errors import CloudError, api_disabled, classify, retry
 from .tools import gcloud_json, run_tool, tool_error
 
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"
+# The consumer side of the peering as compute names it (networks.removePeering's `name`).
+PEERING_NAME = "servicenetworking-googleapis-com"
+Line = Callable[[str], None]
 
 
 class NetworkAdapter:
     def __init__(self, endpoints: Endpoints, project: str) -> None:
         self.endpoints, self.project = endpoints, project
+        self._clients: dict[str, Any] = {}
+
+    # --- plumbing: lazily built clients; sync compute calls in a thread ---
+
+    def _compute(self, kind: str) -> Any:
+        if kind not in self._clients:
+            self._clients[kind] = self.endpoints.compute(kind)
+        return self._clients[kind]
+
+    async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        return await retry(lambda: asyncio.to_thread(fn), what=what)
+
+    async def _get(self, what: str, fn: Callable[[], Any], empty: Any = None) -> Any:
+        """A compute get or list: `empty` when the client says NotFound, or that compute is
+        off (reason SERVICE_DISABLED: nothing of it can exist)."""
+        from google.api_core import exceptions as gexc
+
+        def call() -> Any:
+            try:
+                return fn()
+            except gexc.NotFound:
+                return empty
+            except gexc.Forbidden as exc:
+                if api_disabled(exc):
+                    return empty
+                raise
+
+        return await self._call(what, call)
+
+    async def _wait(self, what: str, start: Callable[[], Any], *, timeout_s: float = 600.0,
+                    missing_ok: bool = False) -> None:
+        """Start a compute insert/delete and wait for its operation (ExtendedOperation)."""
+        from google.api_core import exceptions as gexc
+
+        def call() -> None:
+            try:
+                op = start()
+            except gexc.NotFound:
+                if missing_ok:
+                    return
+                raise
+            op.result(timeout=timeout_s)
+
+        try:
+            await self._call(what, call)
+        except CloudError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an operation's error, made one line
+            raise classify(exc, what) from exc
+
+    # --- APIs (Service Usage) ---
+
+    def _usage(self) -> Any:
+        if "usage" not in self._clients:
+            self._clients["usage"] = self.endpoints.service_usage()
+        return self._clients["usage"]
+
+    async def enabled_apis(self) -> set[str]:
+        async def call() -> set[str]:
+            pager = await self._usage().list_services(
+                request={"parent": f"projects/{self.project}", "filter": "state:ENABLED",
+                         "page_size": 200}, timeout=CALL_TIMEOUT_S)
+            return {s.config.name or s.name.rsplit("/", 1)[-1] async for s in pager}
+
+        return await retry(call, what="list enabled APIs")
+
+    async def enable_apis(self, apis: Iterable[str], on_line: Line | None = None,
+                          timeout_s: float = 600.0) -> None:
+        ids = list(apis)
+
+        async def call() -> Any:
+            return await self._usage().batch_enable_services(
+                request={"parent": f"projects/{self.project}", "service_ids": ids},
+                timeout=CALL_TIMEOUT_S)
+
+        op = await retry(call, what="enable APIs")
+        if on_line:
+            on_line(f"enabling {', '.join(ids)} (operation {op.operation.name})")
+        try:
+            await op.result(timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the operation's own error, one line
+            raise classify(exc, "enable APIs") from exc
+
+    # --- networks and what xpk puts in them (Compute) ---
+
+    async def network(self, name: str) -> Any | None:
+        return await self._get(f"network {name}", lambda: self._compute("Networks").get(
+            project=self.project, network=name, timeout=CALL_TIMEOUT_S))
+
+    async def networks(self) -> list[Any]:
+        return await self._get("list networks", lambda: list(self._compute("Networks").list(
+            project=self.project, timeout=CALL_TIMEOUT_S)), [])
+
+    async def delete_network(self, name: str) -> None:
+        await self._wait(f"delete network {name}", lambda: self._compute("Networks").delete(
+            project=self.project, network=name, timeout=CALL_TIMEOUT_S), missing_ok=True)
+
+    async def remove_peering(self, network: str, name: str = PEERING_NAME) -> None:
+        """Compute's side of a peering: the known fallback when Service Networking refuses
+        (hashicorp/terraform-provider-google 19908)."""
+        from google.cloud import compute_v1
+
+        body = compute_v1.NetworksRemovePeeringRequest(name=name)
+        await self._wait(f"remove peering {name} from {network}",
+                         lambda: self._compute("Networks").remove_peering(
+                             project=self.project, network=network,
+                             networks_remove_peering_request_resource=body,
+                             timeout=CALL_TIMEOUT_S), missing_ok=True)
+
+    async def subnetworks(self, region: str, network: str | None = None) -> list[Any]:
+        items = await self._get(f"list subnetworks in {region}", lambda: list(
+            self._compute("Subnetworks").list(project=self.project, region=region,
+                                              timeout=CALL_TIMEOUT_S)), [])
+        return [s for s in items if network is None or s.network.rsplit("/", 1)[-1] == network]
+
+    async def delete_subnetwork(self, region: str, name: str) -> None:
+        await self._wait(f"delete subnetwork {name}", lambda: self._compute("Subnetworks").delete(
+            project=self.project, region=region, subnetwork=name, timeout=CALL_TIMEOUT_S),
+            missing_ok=True)
+
+    async def firewalls(self, network: str | None = None) -> list[Any]:
+        items = await self._get("list firewall rules", lambda: list(
+            self._compute("Firewalls").list(project=self.project, timeout=CALL_TIMEOUT_S)), [])
+        return [f for f in items if network is None or f.network.rsplit("/", 1)[-1] == network]
+
+    async def delete_firewall(self, name: str) -> None:
+        await self._wait(f"delete firewall rule {name}", lambda: self._compute("Firewalls").delete(
+            project=self.project, firewall=name, timeout=CALL_TIMEOUT_S), missing_ok=True)
+
+    # --- the range Service Networking peers with (Compute global addresses) ---
+
+    async def address(self, name: str) -> Any | None:
+        return await self._get(f"address {name}", lambda: self._compute("GlobalAddresses").get(
+            project=self.project, address=name, timeout=CALL_TIMEOUT_S))
+
+    async def addresses(self) -> list[Any]:
+        return await self._get("list addresses", lambda: list(
+            self._compute("GlobalAddresses").list(project=self.project, timeout=CALL_TIMEOUT_S)), [])
+
+    async def create_address(self, name: str, network: str, prefix_length: int = 24,
+                             on_line: Line | None = None) -> None:
+        from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
+
+        body = compute_v1.Address(
+            name=name, purpose="VPC_PEERING", address_type="INTERNAL",
+            prefix_length=prefix_length,
+            network=f"projects/{self.project}/global/networks/{network}")
+
+        def start() -> Any:
+            try:
+                return self._compute("GlobalAddresses").insert(
+                    project=self.project, address_resource=body, timeout=CALL_TIMEOUT_S)
+            except gexc.Conflict:  # a retry after a lost answer, or an earlier run's
+                return _Done()
+
+        if on_line:
+            on_line(f"reserving {name} (/{prefix_length}) on {network}")
+        await self._wait(f"create address {name}", start)
+
+    async def delete_address(self, name: str, on_line: Line | None = None) -> None:
+        if on_line:
+            on_line(f"releasing {name}")
+        await self._wait(f"delete address {name}", lambda: self._compute("GlobalAddresses").delete(
+            project=self.project, address=name, timeout=CALL_TIMEOUT_S), missing_ok=True)
+
+    # --- the peering (gcloud: no client package for Service Networking) ---
 
     def _p(self) -> str:
         return f"--project={self.project}"
 
-    async def _run(self, args: list[str], on_line: Callable[[str], None] | None = None,
+    async def _run(self, args: list[str], on_line: Line | None = None,
                    timeout_s: float = 600.0) -> None:
         res = await run_tool(["gcloud", *args, self._p()], self.endpoints, on_line=on_line,
                              timeout_s=timeout_s)
         if not res.ok:
             raise tool_error(res)
 
-    # --- APIs ---
-
-    async def enabled_apis(self) -> set[str]:
-        items = await gcloud_json(["services", "list", "--enabled"], self.endpoints,
-                                  project=self.project) or []
-        return {i.get("config", {}).get("name", "") for i in items}
-
-    async def enable_apis(self, apis: Iterable[str], on_line: Callable[[str], None] | None = None) -> None:
-        await self._run(["services", "enable", *apis], on_line)
-
-    # --- networks (made by xpk) ---
-
-    async def network(self, name: str) -> dict[str, Any] | None:
-        return await gcloud_json(["compute", "networks", "describe", name], self.endpoints,
-                                 project=self.project)
-
-    async def networks(self) -> list[dict[str, Any]]:
-        return await gcloud_json(["compute", "networks", "list"], self.endpoints,
-                                 project=self.project) or []
-
-    # --- the range Service Networking peers with ---
-
-    async def address(self, name: str) -> dict[str, Any] | None:
-        return await gcloud_json(["compute", "addresses", "describe", name, "--global"],
-                                 self.endpoints, project=self.project)
-
-    async def addresses(self) -> list[dict[str, Any]]:
-        return await gcloud_json(["compute", "addresses", "list"], self.endpoints,
-                                 project=self.project) or []
-
-    async def create_address(self, name: str, network: str, prefix_length: int = 24,
-                             on_line: Callable[[str], None] | None = None) -> None:
-        await self._run(["compute", "addresses", "create", name, "--global",
-                         "--purpose=VPC_PEERING", f"--prefix-length={prefix_length}",
-                         f"--network={network}"], on_line)
-
-    async def delete_address(self, name: str, on_line: Callable[[str], None] | None = None) -> None:
-        await self._run(["compute", "addresses", "delete", name, "--global", "--quiet"], on_line)
-
-    # --- the peering ---
-
     async def peering(self, network: str) -> dict[str, Any] | None:
-        items = await gcloud_json(["services", "vpc-peerings", "list", f"--network={network}"],
-                                  self.endpoints, project=self.project) or []
-        return next((i for i in items if i.get("service", "").endswith(SERVICE_NETWORKING)), None)
+        """The Service Networking connection of `network`, or None (an empty list)."""
+        items = await gcloud_json(["services", "vpc-peerings", "list", f"--network={network}",
+                                   f"--service={SERVICE_NETWORKING}"], self.endpoints,
+                                  project=self.project) or []
+        return next((i for i in items if str(i.get("service", "")).endswith(SERVICE_NETWORKING)),
+                    None)
 
     async def connect_peering(self, network: str, ranges: list[str],
-                              on_line: Callable[[str], None] | None = None) -> None:
-        """`connect`, or `update --force` when a peering is already there (the codelab's `||`)."""
+                              on_line: Line | None = None) -> None:
+        """`connect` when there is no connection, `update --force` when there is one with other
+        ranges (the codelab's `||`), decided from the list, not from connect's error text."""
         common = [f"--service={SERVICE_NETWORKING}", f"--ranges={','.join(ranges)}",
                   f"--network={network}"]
-        res = await run_tool(["gcloud", "services", "vpc-peerings", "connect", *common, self._p()],
-                             self.endpoints, on_line=on_line, timeout_s=600.0)
-        if res.ok:
-            return
-        await self._run(["services", "vpc-peerings", "update", *common, "--force"], on_line)
+        verb = ["update", *common, "--force"] if await self.peering(network) else ["connect", *common]
+        await self._run(["services", "vpc-peerings", *verb], on_line)
 
-    async def delete_peering(self, network: str, on_line: Callable[[str], None] | None = None) -> None:
-        await self._run(["services", "vpc-peerings", "delete", f"--service={SERVICE_NETWORKING}",
-                         f"--network={network}", "--quiet"], on_line)
+    async def delete_peering(self, network: str, on_line: Line | None = None) -> None:
+        """Service Networking's delete; it refuses while the producer (Lustre) still holds
+        resources, sometimes for minutes after the instance is gone: that refusal is transient.
+        Whether it is gone is read back from the list."""
+        res = await run_tool(["gcloud", "services", "vpc-peerings", "delete",
+                              f"--service={SERVICE_NETWORKING}", f"--network={network}",
+                              "--quiet", self._p()], self.endpoints, on_line=on_line,
+                             timeout_s=600.0)
+        if res.ok or await self.peering(network) is None:
+            return
+        err = tool_error(res)
+        raise CloudError(err.message, transient=True, code="PeeringInUse")
+
+
+class _Done:
+    """An operation that needs no wait (the resource was already there)."""
+
+    def result(self, timeout: float | None = None) -> None:
+        return None

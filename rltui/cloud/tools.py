@@ -28,10 +28,15 @@ class ToolResult:
         return self.returncode == 0
 
     def error_line(self) -> str:
-        """The tool's own last error line (gcloud prints `ERROR: (gcloud.x) ...`)."""
-        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith("ERROR")]
-        return (errors or lines or [f"exit code {self.returncode}"])[-1].strip()
+        """The tool's own last error, for quoting to the user (never to decide anything).
+        gcloud prints `ERROR: (gcloud.x) ...` and often continues on ` - ...` lines."""
+        lines = [ln.rstrip() for ln in self.stderr.splitlines() if ln.strip()]
+        starts = [i for i, ln in enumerate(lines) if ln.startswith("ERROR")]
+        if not starts:
+            return (lines or [f"exit code {self.returncode}"])[-1].strip()
+        first = starts[-1]
+        rest = [ln.strip() for ln in lines[first + 1:first + 4] if ln.startswith(" ")]
+        return " ".join([lines[first].strip(), *rest])
 
 
 async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | None = None,
@@ -78,16 +83,19 @@ async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | Non
 
 
 async def gcloud_json(args: Sequence[str], endpoints: Endpoints, *, project: str,
-                      timeout_s: float = 120.0) -> Any | None:
-    """`gcloud ARGS --format=json`; None when the resource does not exist (NOT_FOUND)."""
+                      timeout_s: float = 120.0) -> Any:
+    """`gcloud ARGS --format=json`, parsed. Ask only questions whose answer is structured (a
+    `list`, where "none" is `[]`): gcloud words a missing resource differently per group and
+    over two lines (FACTS), so a failure here is a failure, never "absent"."""
     res = await run_tool(["gcloud", *args, f"--project={project}", "--format=json"], endpoints,
                          timeout_s=timeout_s)
-    if res.ok:
+    if not res.ok:
+        raise tool_error(res)
+    try:
         return json.loads(res.stdout or "null")
-    line = res.error_line()
-    if "NOT_FOUND" in line or "not found" in line.lower() or "was not found" in line:
-        return None
-    raise tool_error(res)
+    except ValueError:
+        raise CloudError(f"`gcloud {' '.join(args[:3])}` printed no JSON", transient=True,
+                         code="ToolOutput") from None
 
 
 def tool_error(res: ToolResult) -> CloudError:

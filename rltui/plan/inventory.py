@@ -1,8 +1,11 @@
 """What exists now, as the cloud sees it: the plan's resources, and leaks that look like rltui's.
 
-"Owned" means rltui made it: xpk ran from rltui's state folder for the cluster (and so made
-its networks), the Lustre instance carries `managed-by=rltui`, the Kubernetes objects carry
-`app.kubernetes.io/managed-by=rltui`. A leak is something owned that the current env.sh's
+"Owned" means rltui made it, read from the cloud: the GKE cluster and the Lustre instance carry
+`managed-by=rltui` (the cluster gets it right after xpk creates it), xpk's networks belong to
+a cluster that is rltui's (by that label, or by xpk's own state in rltui's folder for it:
+plan/xpkstate.py), the Kubernetes objects carry `app.kubernetes.io/managed-by=rltui`. An API
+that is off (ErrorInfo SERVICE_DISABLED, a fresh project) holds nothing: its resources are
+absent, not an error. A leak is something owned that the current env.sh's
 plan does not know (e.g. left by an earlier run with another cluster name): `down` must
 not end with one.
 """
@@ -14,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import manifests
+from . import xpkstate
 from .context import Context
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
@@ -37,30 +41,35 @@ class Resource:
         return asdict(self)
 
 
-def _xpk_owned(ctx: Context, cluster: str) -> bool:
-    return (ctx.root / "xpk" / ctx.cfg.project_id / cluster / "xpkclusters" / cluster).exists()
+def _xpk_state(ctx: Context, cluster: str) -> bool:
+    """xpk's blueprint for `cluster` in the folder rltui runs xpk from for it."""
+    folder = ctx.xpk_dir.parent / cluster
+    return xpkstate.has_state(folder, ctx.cfg.project_id, ctx.cfg.region, cluster)
+
+
+def _labelled(cluster: Any) -> bool:
+    return cluster is not None and cluster.resource_labels.get("managed-by") == "rltui"
 
 
 async def collect(ctx: Context) -> list[Resource]:
     """Every resource of the plan (present or absent), then any leak."""
     cfg = ctx.cfg
-    cluster, networks, lustre_all, address, peering = await asyncio.gather(
-        ctx.gke.get(), ctx.network.networks(), ctx.lustre.list(),
+    cluster, clusters, networks, lustre_all, address, peering = await asyncio.gather(
+        ctx.gke.get(), ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
         ctx.network.address(cfg.address_name), _peering(ctx, cfg.network))
-    ours = _xpk_owned(ctx, cfg.cluster_name)
+    ours = _labelled(cluster) or _xpk_state(ctx, cfg.cluster_name)
     out = [Resource("GKE cluster", cfg.cluster_name,
-                    cluster.status.name.lower() if cluster else "absent", ours,
+                    cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
                     detail=f"{sum(p.initial_node_count for p in cluster.node_pools)} nodes"
                     if cluster else "")]
-    names = {n.get("name", "") for n in networks}
-    for suffix in XPK_NETWORK_SUFFIXES:
-        name = cfg.cluster_name + suffix
-        out.append(Resource("VPC network", name, "present" if name in names else "absent", ours))
-    out.append(Resource("IP range", cfg.address_name, "present" if address else "absent", ours,
-                        detail=f"{address.get('address', '')}/{address.get('prefixLength', '')}"
-                        if address else ""))
+    names = {n.name for n in networks}
+    for name in xpkstate.blueprint_names(cfg.cluster_name).networks:
+        out.append(Resource("VPC network", name, "present" if name in names else "absent",
+                            ours or name not in names))
+    out.append(Resource("IP range", cfg.address_name, "present" if address else "absent", True,
+                        detail=f"{address.address}/{address.prefix_length}" if address else ""))
     out.append(Resource("VPC peering", f"servicenetworking on {cfg.network}",
-                        "present" if peering else "absent", ours))
+                        "present" if peering else "absent", True))
     inst = next((i for i in lustre_all if i.name.endswith(f"/instances/{cfg.lustre_instance_id}")),
                 None)
     out.append(Resource("Lustre instance", cfg.lustre_instance_id,
@@ -68,12 +77,19 @@ async def collect(ctx: Context) -> list[Resource]:
                         bool(inst and inst.labels.get("managed-by") == "rltui") or inst is None,
                         detail=f"{inst.capacity_gib} GiB" if inst else ""))
     out += await _kubernetes(ctx, cluster)
-    out += _leaks(ctx, networks, lustre_all)
+    out += _leaks(ctx, clusters, networks, lustre_all)
     return out
 
 
 async def _peering(ctx: Context, network: str) -> Any:
-    return await ctx.network.peering(network) if await ctx.network.network(network) else None
+    """Asked only where it can exist: the network is there and Service Networking is on."""
+    from ..cloud.network import SERVICE_NETWORKING
+
+    if await ctx.network.network(network) is None:
+        return None
+    if SERVICE_NETWORKING not in await ctx.network.enabled_apis():
+        return None
+    return await ctx.network.peering(network)
 
 
 async def _kubernetes(ctx: Context, cluster: Any) -> list[Resource]:
@@ -106,20 +122,28 @@ async def _kubernetes(ctx: Context, cluster: Any) -> list[Resource]:
     return out
 
 
-def _leaks(ctx: Context, networks: list[dict[str, Any]], lustre_all: list[Any]) -> list[Resource]:
+def _leaks(ctx: Context, clusters: list[Any], networks: list[Any],
+           lustre_all: list[Any]) -> list[Resource]:
     cfg = ctx.cfg
     leaks = []
+    owned_clusters = set()
+    for c in clusters:
+        if c.name != cfg.cluster_name and _labelled(c):
+            owned_clusters.add(c.name)
+            leaks.append(Resource("GKE cluster", c.name, c.status.name.lower(), True, leak=True,
+                                  detail=f"{c.location}, labelled managed-by=rltui"))
     for inst in lustre_all:
         name = inst.name.rsplit("/", 1)[-1]
         if name != cfg.lustre_instance_id and inst.labels.get("managed-by") == "rltui":
             leaks.append(Resource("Lustre instance", name, inst.state.name.lower(), True, leak=True,
                                   detail=inst.name.split("/")[3]))
     for net in networks:
-        name = net.get("name", "")
+        name = net.name
         for suffix in XPK_NETWORK_SUFFIXES:
             if name.endswith(suffix):
                 other = name[: -len(suffix)]
-                if other != cfg.cluster_name and _xpk_owned(ctx, other):
+                if other != cfg.cluster_name and (other in owned_clusters
+                                                  or _xpk_state(ctx, other)):
                     leaks.append(Resource("VPC network", name, "present", True, leak=True,
                                           detail=f"made by xpk for cluster {other}"))
     return leaks

@@ -125,7 +125,10 @@ class Runner:
         self._steps = {s.name: s for s in steps}
         self._order = [s.name for s in steps]
         self._deps = {"up": {s.name: tuple(s.needs) for s in steps},
-                      "down": {s.name: _destroy_needs(s, steps) for s in steps}}
+                      "down": {s.name: _destroy_needs(s, steps) + tuple(s.destroy_after)
+                               for s in steps}}
+        # Down-mode dependencies that must settle first whatever their outcome.
+        self._soft = {"up": {}, "down": {s.name: frozenset(s.destroy_after) for s in steps}}
         _validate(steps, self._deps)
         self._ctx = ctx
         self._store = progress
@@ -226,7 +229,8 @@ class Runner:
         deps = self._deps[mode][tr.step.name]
         while True:
             settled = {d: self._settled[d].result() for d in deps if self._settled[d].done()}
-            bad = [d for d, st in settled.items() if st not in _OK[mode]]
+            soft = self._soft[mode].get(tr.step.name, frozenset())
+            bad = [d for d, st in settled.items() if st not in _OK[mode] and d not in soft]
             if bad:
                 first = self._steps[bad[0]]
                 self._set_state(tr, S.BLOCKED, f"blocked: {first.title} {settled[bad[0]].value}")
@@ -243,7 +247,8 @@ class Runner:
                                                           Awaitable[tuple[StepState, str]]]
                         ) -> tuple[StepState, str]:
         policy = self._retry
-        for attempt in range(1, max(1, policy.attempts) + 1):
+        attempts = max(1, min(policy.attempts, tr.step.max_attempts or policy.attempts))
+        for attempt in range(1, attempts + 1):
             tr.attempts = attempt
             out = StepOutput(lambda kind, value: self._on_output(tr, kind, value),
                              keep=LINES_KEPT)
@@ -257,12 +262,12 @@ class Runner:
                 if not policy.is_transient(exc):
                     log.warning("step %s failed", tr.step.name, exc_info=exc)
                     return S.FAILED, _describe(exc)
-                if attempt >= policy.attempts:
+                if attempt >= attempts:
                     return S.FAILED, (f"gave up after {attempt} attempts: {_describe(exc)}. "
                                       "Run it again to continue; finished steps are kept.")
                 wait = (exc.retry_after_s if isinstance(exc, TransientError)
                         and exc.retry_after_s is not None else policy.delay_s(attempt))
-                self._set_message(tr, f"attempt {attempt}/{policy.attempts} failed: "
+                self._set_message(tr, f"attempt {attempt}/{attempts} failed: "
                                       f"{_describe(exc)}; retrying in {wait:.1f} s")
                 await asyncio.sleep(wait)
         raise AssertionError("unreachable")
@@ -494,7 +499,8 @@ def _validate(steps: list[Step], deps: dict[str, dict[str, tuple[str, ...]]]) ->
     if dupes:
         raise ValueError(f"duplicate step names: {', '.join(dupes)}")
     for s in steps:
-        for field_name, wanted in (("needs", s.needs), ("destroy_needs", s.destroy_needs or ())):
+        for field_name, wanted in (("needs", s.needs), ("destroy_needs", s.destroy_needs or ()),
+                                   ("destroy_after", s.destroy_after)):
             unknown = [w for w in wanted if w not in deps["up"]]
             if unknown:
                 raise ValueError(f"step {s.name} {field_name} unknown step(s): "

@@ -126,6 +126,9 @@ class Step:
     destroy_expected_s: float | None = None          # default: expected_s
     destroy_needs: tuple[str, ...] | None = None     # default: every step that needs this one
     destroyable: bool = True                         # False: down leaves it (enabled APIs)
+    # Down: steps to let finish first, whatever their outcome (a failure does not block this).
+    destroy_after: tuple[str, ...] = ()
+    max_attempts: int | None = None                  # fewer tries than the runner's policy
 
     def command(self) -> str:
         """The equivalent CLI command(s), for display."""

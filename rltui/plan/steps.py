@@ -19,7 +19,9 @@ from typing import Any
 
 from .. import manifests
 from ..script import APIS
+from . import xpkstate
 from .context import Context
+from ..cloud.errors import CloudError
 from .step import PermanentError, Probe, Step, StepOutput, TransientError
 
 
@@ -65,11 +67,29 @@ class EnableApisStep(ContextStep):
         await ctx.network.enable_apis(APIS, out.line)
 
 
+MANAGED_BY = {"managed-by": "rltui"}
+
+
 class XpkClusterStep(ContextStep):
+    """`xpk cluster create` from one fixed folder per cluster, then the `managed-by: rltui`
+    label: ownership is read from the cloud (the label), plus xpk's own state when present.
+
+    Down takes xpk's path when its blueprint is in that folder (xpk then deletes the networks
+    too); when the state is lost but the cluster carries rltui's label, it deletes the cluster
+    through the GKE API and xpk's firewall rules, subnets and networks by the names xpk
+    1.16.0's a4 blueprint gives them (plan/xpkstate.py), and says which path it took.
+    Whether a failed xpk is worth another try is read from the cloud after it exits (a GKE
+    operation that failed is final); xpk's own words are only quoted.
+    """
+
     name, title = "xpk_cluster", "xpk cluster create"
     needs = ("enable_apis",)
     expected_key, destroy_key = "xpk_done", "xpk_delete"
-    destroy_needs = ("addons", "credentials", "peering", "ip_range", "lustre_instance")
+    destroy_needs = ("addons", "credentials", "lustre_instance")
+    # The peering and the range hold xpk's network, but a refusal there must never keep the
+    # billed GPU cluster alive: wait for them, then delete the cluster whatever they did.
+    destroy_after = ("peering", "ip_range")
+    max_attempts = 3  # each try can take most of an hour: a crash gets two more, no more
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -87,6 +107,14 @@ class XpkClusterStep(ContextStep):
     def command(self) -> str:
         return f"cd {self.ctx.xpk_dir} && {join(self._argv('create'))}"
 
+    def has_xpk_state(self, ctx: Context) -> bool:
+        c = self.cfg
+        return xpkstate.has_state(ctx.xpk_dir, c.project_id, c.region, c.cluster_name)
+
+    @staticmethod
+    def labelled(cluster: Any) -> bool:
+        return cluster is not None and cluster.resource_labels.get("managed-by") == "rltui"
+
     async def probe(self, ctx: Context) -> Probe:
         cluster = await ctx.gke.get()
         if cluster is None:
@@ -94,36 +122,137 @@ class XpkClusterStep(ContextStep):
             # Networks left by an xpk that died half way are xpk's too (down must find them).
             return Probe(exists=network is not None, ready=False,
                          detail="networks only" if network else "")
+        # Made by our xpk but not labelled yet (a crash in between): apply labels it.
+        unlabelled = self.has_xpk_state(ctx) and not self.labelled(cluster)
+        return Probe(exists=True, ready=self._built(cluster) and not unlabelled,
+                     detail=cluster.status.name + (", not labelled yet" if unlabelled else ""))
+
+    def _built(self, cluster: Any) -> bool:
+        """RUNNING with the GPU pool xpk makes, at full size."""
         gpu_pools = [p for p in cluster.node_pools
                      if any(a.accelerator_type == self.cfg.device.accelerator
                             for a in p.config.accelerators)]
-        ready = (cluster.status.name == "RUNNING" and bool(gpu_pools)
-                 and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
-                 and all(p.status.name == "RUNNING" for p in gpu_pools))
-        return Probe(exists=True, ready=ready, detail=cluster.status.name)
+        return (cluster.status.name == "RUNNING" and bool(gpu_pools)
+                and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
+                and all(p.status.name == "RUNNING" for p in gpu_pools))
 
-    async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> None:
+    async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> Any:
         from ..cloud.tools import run_tool
 
         self.ctx.xpk_dir.mkdir(parents=True, exist_ok=True)
-        res = await run_tool(self._argv(verb), self.ctx.endpoints, cwd=self.ctx.xpk_dir,
-                             on_line=out.line, timeout_s=max(3 * expected_s, 300.0))
-        if not res.ok:
-            # xpk re-runs skip what exists, so a failed run is worth another try.
-            raise TransientError(f"xpk cluster {verb} exited with {res.returncode}: {res.error_line()}")
+        return await run_tool(self._argv(verb), self.ctx.endpoints, cwd=self.ctx.xpk_dir,
+                              on_line=out.line, timeout_s=max(3 * expected_s, 300.0))
+
+    async def _failed_operations(self, ctx: Context, since: float) -> list[str]:
+        """Failures GKE recorded for this cluster since `since` (epoch seconds, a minute of
+        clock skew allowed)."""
+        failed = []
+        for op in await ctx.gke.operations():
+            message = ctx.gke.operation_failure(op)
+            if message and _epoch(op.start_time) >= since - 60:
+                failed.append(f"{op.operation_type.name}: {message}")
+        return failed
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        await self._xpk("create", out, self.expected_s)
+        import time
+
+        cluster = await ctx.gke.get()
+        if not (cluster is not None and self._built(cluster) and self.has_xpk_state(ctx)):
+            since = time.time()
+            res = await self._xpk("create", out, self.expected_s)
+            if not res.ok:
+                failed = await self._failed_operations(ctx, since)
+                said = f" (xpk: {res.error_line()})"
+                if failed:
+                    raise PermanentError(f"xpk cluster create failed: {'; '.join(failed)}{said}")
+                # No failure in the cloud: xpk itself stopped (a crash, a lost connection).
+                # Re-running continues from what exists.
+                raise TransientError(f"xpk cluster create exited with {res.returncode}{said}")
+        out.note("labelling the cluster managed-by=rltui")
+        await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
-        if not (ctx.xpk_dir / "xpkclusters" / self.cfg.cluster_name).exists():
-            raise PermanentError(f"cluster {self.cfg.cluster_name} was not created by rltui from"
-                                 f" {ctx.xpk_dir}: left alone (delete it with xpk from the"
-                                 " folder it was created in)")
-        await self._xpk("delete", out, self.destroy_expected_s or self.expected_s)
+        cluster = await ctx.gke.get()
+        if self.has_xpk_state(ctx):
+            out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
+            res = await self._xpk("delete", out, self.destroy_expected_s or self.expected_s)
+            if await ctx.gke.get() is not None:
+                raise TransientError(f"xpk cluster delete exited with {res.returncode} and the"
+                                     f" cluster is still there (xpk: {res.error_line()})")
+            if await self._delete_blueprint_leftovers(ctx, out):
+                out.note("xpk left some of its networks: deleted them by the blueprint's names")
+            return
+        if self.labelled(cluster):
+            out.note("xpk's state folder is missing: deleting the cluster through the GKE API,"
+                     " then xpk's firewall rules, subnets and networks by its blueprint's names")
+            await ctx.gke.delete(expected_s=self.destroy_expected_s or self.expected_s)
+            await self._delete_blueprint_leftovers(ctx, out)
+            return
+        where = "its networks" if cluster is None else f"cluster {self.cfg.cluster_name}"
+        raise PermanentError(f"{where} carry no managed-by=rltui label and {ctx.xpk_dir} holds"
+                             " no xpk state for it: not rltui's, left alone (delete it with xpk"
+                             " from the folder it was created in)")
+
+    async def _delete_blueprint_leftovers(self, ctx: Context, out: StepOutput) -> bool:
+        """Firewall rules, then subnets, then networks (each refuses while the next holds it)."""
+        names = xpkstate.blueprint_names(self.cfg.cluster_name)
+        present = {n.name for n in await ctx.network.networks()}
+        mine = [n for n in names.networks if n in present]
+        if not mine:
+            return False
+        for rule in await ctx.network.firewalls():
+            if rule.name in names.firewalls or rule.network.rsplit("/", 1)[-1] in mine:
+                out.line(f"deleting firewall rule {rule.name}")
+                await ctx.network.delete_firewall(rule.name)
+        for subnet in await ctx.network.subnetworks(self.cfg.region):
+            if subnet.name in names.subnets or subnet.network.rsplit("/", 1)[-1] in mine:
+                out.line(f"deleting subnetwork {subnet.name}")
+                await ctx.network.delete_subnetwork(self.cfg.region, subnet.name)
+        for network in mine:
+            out.line(f"deleting network {network}")
+            await ctx.network.delete_network(network)
+        return True
+
+
+def _epoch(rfc3339: str) -> float:
+    """GKE's operation times ("2026-12-01T09:00:00.123456789Z") as epoch seconds; 0 if unset."""
+    import datetime
+    import re
+
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$", rfc3339 or "")
+    if m is None:
+        return 0.0
+    stamp = datetime.datetime.fromisoformat(m[1] + (m[3] or "Z").replace("Z", "+00:00"))
+    return stamp.timestamp() + float(m[2] or 0)
+
+
+# Nodes older than this need the CSI driver's legacy port (6988) to reach Lustre
+# (google-cloud-container 2.67.0, LustreCsiDriverConfig.enable_legacy_lustre_port).
+LEGACY_PORT_BEFORE = (1, 33, 2, 4655000)
+LUSTRE_DRIVER = "lustre.csi.storage.gke.io"
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+def gke_version(text: str) -> tuple[int, ...]:
+    """"1.33.5-gke.1201000" -> (1, 33, 5, 1201000)."""
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", text or "")[:4])
 
 
 class AddonsStep(ContextStep):
+    """RayOperator and the Lustre CSI driver in one cluster update, then the GPU nodes
+    recreated where the driver has not reached them.
+
+    The driver's legacy port must agree with the Lustre instance: rltui makes instances
+    without the deprecated gke_support_enabled, so the port stays off, unless the nodes are
+    older than 1.33.2-gke.4655000 or an existing instance was made with gke_support_enabled
+    (FACTS, "Lustre CSI port"). A running cluster's existing nodes get the driver only when
+    recreated (FACTS; xpk recreates every pool): whether a node has it is Kubernetes' own
+    answer, its CSINode's driver list. Only the GPU pools are recreated: the Ray head and
+    workers, the only pods that mount Lustre, run there.
+    """
+
     name, title = "addons", "Addons (RayOperator + Lustre CSI)"
     needs = ("xpk_cluster",)
     expected_key = "addon_update"
@@ -140,17 +269,54 @@ class AddonsStep(ContextStep):
                      f"--region={c.region}", f"--project={c.project_id}",
                      "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"])
 
+    async def legacy_port_wanted(self, ctx: Context, cluster: Any) -> bool:
+        old = any(gke_version(p.version) < LEGACY_PORT_BEFORE for p in cluster.node_pools
+                  if p.version)
+        inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
+        return old or bool(inst is not None and inst.gke_support_enabled)
+
+    async def _stale_pools(self, ctx: Context) -> list[str]:
+        """GPU pools with a node whose CSINode does not list the Lustre driver."""
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return []
+        accel = self.cfg.device.accelerator
+        nodes = [n for n in await kube.list("nodes")
+                 if (n["metadata"].get("labels") or {}).get(
+                     "cloud.google.com/gke-accelerator") == accel]
+        csi = {c["metadata"]["name"]: {d.get("name") for d in (c.get("spec") or {}).get("drivers") or []}
+               for c in await kube.list("csinodes")}
+        pools = {(n["metadata"].get("labels") or {}).get(NODE_POOL_LABEL, "")
+                 for n in nodes if LUSTRE_DRIVER not in csi.get(n["metadata"]["name"], set())}
+        return sorted(p for p in pools if p)
+
     async def probe(self, ctx: Context) -> Probe:
         cluster = await ctx.gke.get()
         if cluster is None:
             return Probe(exists=False)
         enabled = ctx.gke.addons_enabled(cluster)
         off = [k for k, v in enabled.items() if not v]
-        return Probe(exists=not off, detail="off: " + ", ".join(off) if off else "")
+        if not off and ctx.gke.legacy_port(cluster) != await self.legacy_port_wanted(ctx, cluster):
+            off.append("LustreCsiDriver legacy port")
+        if off:
+            return Probe(exists=False, detail="off: " + ", ".join(off))
+        stale = await self._stale_pools(ctx)
+        return Probe(exists=True, ready=not stale,
+                     detail=f"driver not on nodes of {', '.join(stale)}" if stale else "")
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        out.note("enabling RayOperator and LustreCsiDriver in one cluster update")
-        await ctx.gke.enable_addons(expected_s=self.expected_s)
+        cluster = await ctx.gke.get()
+        if cluster is None:
+            raise TransientError(f"cluster {self.cfg.cluster_name} is not there yet")
+        legacy = await self.legacy_port_wanted(ctx, cluster)
+        enabled = ctx.gke.addons_enabled(cluster)
+        if not all(enabled.values()) or ctx.gke.legacy_port(cluster) != legacy:
+            out.note("enabling RayOperator and LustreCsiDriver in one cluster update"
+                     + (" (legacy Lustre port)" if legacy else ""))
+            await ctx.gke.enable_addons(expected_s=self.expected_s, legacy_port=legacy)
+        for pool in await self._stale_pools(ctx):
+            out.note(f"recreating the nodes of {pool} so that they get the Lustre CSI driver")
+            await ctx.gke.recreate_node_pool(pool, expected_s=ctx.expected("node_pool_recreate"))
 
 
 class NetworkReadyStep(ContextStep):
@@ -224,7 +390,30 @@ class PeeringStep(ContextStep):
         await ctx.network.connect_peering(self.cfg.network, [self.cfg.address_name], out.line)
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
-        await ctx.network.delete_peering(self.cfg.network, out.line)
+        """Service Networking refuses while the producer (Lustre) still holds the connection,
+        sometimes minutes after the instance is gone (FACTS; terraform-provider-google 19908):
+        retry for a while, then remove compute's side of it (networks.removePeering), the
+        known fallback, which frees the network for xpk's delete."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(3 * ctx.expected("lustre_delete"), 30.0)
+        pause = max(0.2, min(30.0, ctx.expected("peering_delete") / 4))
+        while True:
+            try:
+                await ctx.network.delete_peering(self.cfg.network, out.line)
+                return
+            except CloudError as exc:
+                if exc.code != "PeeringInUse":
+                    raise
+                if loop.time() > deadline:
+                    break
+                out.note("Service Networking still sees the Lustre instance: waiting")
+                await asyncio.sleep(pause)
+        if await ctx.lustre.get(self.cfg.lustre_instance_id) is not None:
+            raise TransientError("the Lustre instance still exists; the peering waits for it")
+        out.note("Service Networking still refuses: removing the peering from the network")
+        await ctx.network.remove_peering(self.cfg.network)
 
 
 class LustreInstanceStep(ContextStep):
@@ -239,7 +428,7 @@ class LustreInstanceStep(ContextStep):
                      f"--capacity-gib={c.lustre_capacity}",
                      f"--per-unit-storage-throughput={c.lustre_throughput}", "--filesystem=lustre",
                      f"--network=projects/{c.project_id}/global/networks/{c.network}",
-                     "--gke-support-enabled", "--labels=managed-by=rltui", "--async"])
+                     "--labels=managed-by=rltui", "--async"])
 
     async def probe(self, ctx: Context) -> Probe:
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
@@ -249,14 +438,24 @@ class LustreInstanceStep(ContextStep):
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         c = self.cfg
+        op_name = None
         if await ctx.lustre.get(c.lustre_instance_id) is None:
-            await ctx.lustre.create(c.lustre_instance_id, capacity_gib=c.lustre_capacity,
-                                    throughput=c.lustre_throughput, network=c.network)
+            op_name = await ctx.lustre.create(c.lustre_instance_id, capacity_gib=c.lustre_capacity,
+                                              throughput=c.lustre_throughput, network=c.network)
+            if op_name:
+                out.line(f"create operation {op_name}")
+
         def on_state(state: str) -> None:
             out.note(f"state {state}")
 
-        await ctx.lustre.wait_active(c.lustre_instance_id, expected_s=self.expected_s,
-                                     on_state=on_state)
+        try:
+            await ctx.lustre.wait_active(c.lustre_instance_id, expected_s=self.expected_s,
+                                         on_state=on_state, op_name=op_name)
+        except CloudError as exc:
+            if exc.transient:
+                raise
+            # A create that failed late: its operation's error, kept for the user.
+            raise PermanentError(exc.message) from None
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
@@ -348,8 +547,32 @@ class PvPvcStep(ContextStep):
         kube = await ctx.kube()
         ip = await self._ip(ctx)
         out.note(f"Lustre IP {ip}")
+        pv = await kube.get("persistentvolumes", self.cfg.pv_name)
+        old = ((pv or {}).get("spec", {}).get("csi", {}).get("volumeAttributes", {}).get("ip"))
+        if pv is not None and old != ip:
+            # A PV's source is immutable (a patch gets 422): delete the claim and the volume,
+            # then create both again. Only while no pod uses the claim.
+            users = await self._claim_users(kube)
+            if users:
+                raise PermanentError(
+                    f"PV {self.cfg.pv_name} points at {old}, the Lustre instance is now at {ip},"
+                    f" and pods still use it ({', '.join(users[:3])}): delete the RayCluster"
+                    f" (kubectl delete raycluster {self.cfg.cluster_name}), then run up again")
+            out.note(f"PV {self.cfg.pv_name} points at {old}: recreating the PV and PVC")
+            await kube.delete("persistentvolumeclaims", self.cfg.pvc_name, wait=True,
+                              timeout_s=max(60.0, 3 * self.expected_s))
+            await kube.delete("persistentvolumes", self.cfg.pv_name, wait=True,
+                              timeout_s=max(60.0, 3 * self.expected_s))
         await kube.apply(manifests.persistent_volume(self.cfg, ip))
         await kube.apply(manifests.persistent_volume_claim(self.cfg))
+
+    async def _claim_users(self, kube: Any) -> list[str]:
+        users = []
+        for pod in await kube.list("pods"):
+            for vol in (pod.get("spec") or {}).get("volumes") or []:
+                if (vol.get("persistentVolumeClaim") or {}).get("claimName") == self.cfg.pvc_name:
+                    users.append(pod["metadata"]["name"])
+        return users
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()

@@ -105,3 +105,53 @@ async def test_an_unknown_target_is_rejected(step_cls, cloud):
     with pytest.raises(ValueError, match="unknown step"):
         await runner.up({"adons"})
     assert not runner.busy
+
+
+def real_shape(step_cls):
+    """FakeSteps wired exactly as the codelab's real steps (names, needs, down order)."""
+    from rltui.plan.steps import STEP_TYPES
+
+    steps = []
+    for t in STEP_TYPES:
+        s = step_cls(t.name, tuple(t.needs), destroyable=t.destroyable,
+                     destroy_needs=t.destroy_needs)
+        s.destroy_after = tuple(t.destroy_after)
+        steps.append(s)
+    return steps
+
+
+async def test_a_refused_peering_delete_never_keeps_the_gpu_cluster(cloud, step_cls, fast_retry):
+    """Service Networking refuses a peering delete while the producer still holds it (FACTS):
+    that must not stop `down` before xpk deletes the billed cluster."""
+    steps = real_shape(step_cls)
+    populate(cloud, [s.name for s in steps])
+    cloud.failures["peering"] = [PermanentError("Failed to delete connection; Producer services"
+                                                " (e.g. CloudSQL, Cloud Memstore, etc.) are still"
+                                                " using this connection.")]
+    result = await Runner(steps, cloud, retry=fast_retry).down()
+    assert result.states["peering"] is S.FAILED
+    assert result.states["xpk_cluster"] is S.DESTROYED
+    assert "xpk_cluster" not in cloud.objects
+    # The range the peering holds stays, and says why.
+    assert result.states["ip_range"] is S.BLOCKED
+
+
+async def test_a_failed_lustre_delete_still_blocks_xpk(cloud, step_cls, fast_retry):
+    steps = real_shape(step_cls)
+    populate(cloud, [s.name for s in steps])
+    cloud.failures["lustre_instance"] = [PermanentError("not rltui's: left alone")]
+    result = await Runner(steps, cloud, retry=fast_retry).down()
+    assert result.states["xpk_cluster"] is S.BLOCKED
+    assert "xpk_cluster" in cloud.objects
+
+
+async def test_a_step_can_ask_for_fewer_attempts(cloud, step_cls):
+    from rltui.plan import RetryPolicy, TransientError
+
+    step = step_cls("xpk_cluster")
+    step.max_attempts = 2
+    cloud.failures["xpk_cluster"] = [TransientError("xpk died"), TransientError("xpk died"),
+                                     TransientError("xpk died")]
+    result = await Runner([step], cloud, retry=RetryPolicy(attempts=6, base_s=0.001,
+                                                           cap_s=0.002)).up()
+    assert result.states["xpk_cluster"] is S.FAILED and cloud.applies["xpk_cluster"] == 2
