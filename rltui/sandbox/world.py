@@ -33,8 +33,6 @@ from google.cloud import container_v1, lustre_v1
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
-from rltui.config import LUSTRE_TIERS
-
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_util import (
     AlreadyExists,
@@ -46,6 +44,8 @@ from rltui.sandbox.grpc_util import (
     utcnow,
 )
 from rltui.sandbox.profile import Clock
+from rltui.sandbox.record import Record
+from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
@@ -64,7 +64,7 @@ OpStatus = container_v1.Operation.Status
 LustreState = lustre_v1.Instance.State
 
 
-# The allowed capacities per tier: one table, shared with env.sh validation.
+# The allowed capacities per tier: the sandbox's own copy of Google's table (rules.py).
 LUSTRE_CAPACITY_TIERS = LUSTRE_TIERS
 
 
@@ -197,8 +197,10 @@ def _check_gce_name(kind: str, name: str) -> None:
 class World:
     """The emulated projects; see the module docstring."""
 
-    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None) -> None:
+    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None,
+                 record: Record | None = None) -> None:
         self.state_dir = Path(state_dir)
+        self.record = record or Record(None, clock.speed)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.faults = faults
@@ -867,12 +869,12 @@ class World:
         return self.state_dir / "lustre" / project / location / instance_id
 
     def _validate_lustre(self, instance_id: str, inst: lustre_v1.Instance) -> tuple[str, str]:
-        if not _INSTANCE_ID.match(instance_id or ""):
+        if not LUSTRE_INSTANCE_ID.match(instance_id or ""):
             raise InvalidArgument(
                 f"instance_id {instance_id!r} is invalid: use 1-63 lowercase letters, digits or hyphens, "
                 "starting with a letter and ending with a letter or digit"
             )
-        if not _FILESYSTEM.match(inst.filesystem or ""):
+        if not LUSTRE_FILESYSTEM.match(inst.filesystem or ""):
             raise InvalidArgument(f"instance.filesystem {inst.filesystem!r} is invalid: use 1-8 letters or digits")
         rule = LUSTRE_CAPACITY_TIERS.get(inst.per_unit_storage_throughput)
         if rule is None:
