@@ -44,7 +44,8 @@ def _loopback_socket() -> socket.socket:
     return sock
 
 
-async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None) -> None:
+async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
+                lustre_quota_gib: int | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -68,6 +69,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     clock = Clock(profile, speed=speed, seed=seed)
     faults = Faults(fault_p, seed)
     world = World(root / "cloud", clock, faults)
+    world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
     store = KubeStore(root / "kube", faults)
 
     # Lustre throughput is measured on each ACTIVE instance's folder, sampled every 60 reference
@@ -193,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=Path)
+    p.add_argument("--lustre-quota-gib", type=int, default=None,
+                   help="Lustre capacity quota per zone and network: creates above it fail late")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile))
+    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib))
     return 0
 
 
