@@ -44,7 +44,8 @@ def _loopback_socket() -> socket.socket:
     return sock
 
 
-async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None) -> None:
+async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
+                lustre_quota_gib: int | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -68,16 +69,18 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     clock = Clock(profile, speed=speed, seed=seed)
     faults = Faults(fault_p, seed)
     world = World(root / "cloud", clock, faults)
+    world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
     store = KubeStore(root / "kube", faults)
 
-    # Lustre throughput is measured on each ACTIVE instance's folder.
-    meter = LustreMeter()
+    # Lustre throughput is measured on each ACTIVE instance's folder, sampled every 60 reference
+    # seconds as Cloud Monitoring samples Lustre (not more often than 4 times a real second).
+    meter = LustreMeter(interval_s=max(60.0 / speed, 0.25))
 
     def track_lustre(event: Any) -> None:
         key = (event.project, event.location, event.name)
         if event.kind == "lustre_active":
             inst = world.get_lustre_instance(*key)
-            meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib))
+            meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib), inst.filesystem)
         elif event.kind == "lustre_deleted":
             meter.untrack(key)
 
@@ -85,7 +88,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         for inst in world.list_lustre_instances(project):
             if inst.state.name == "ACTIVE":
                 key = (project, *inst.name.split("/")[3::2])
-                meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib))
+                meter.track(key, world.lustre_dir(*key), int(inst.capacity_gib), inst.filesystem)
     unsubscribe = world.subscribe(track_lustre)
 
     async def forget_cluster_objects(event: Any) -> None:
@@ -109,8 +112,9 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     server = grpc.aio.server()
     add_lustre_services(server, world)
     add_container_service(server, world)
-    # Time runs `speed` times faster here: allow periods shorter than the real API's 60 s.
-    add_monitoring_service(server, meter, min_alignment_s=1.0)
+    # Time runs `speed` times faster here: the 60 s minimum alignment period and the 120 s
+    # visibility delay are reference seconds (60/speed and 120/speed real seconds).
+    add_monitoring_service(server, meter, speed=speed)
     grpc_port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
 
@@ -191,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=Path)
+    p.add_argument("--lustre-quota-gib", type=int, default=None,
+                   help="Lustre capacity quota per zone and network: creates above it fail late")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile))
+    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib))
     return 0
 
 

@@ -23,6 +23,7 @@ class Faults:
         self.p = p
         self.seed = seed
         self._counts: dict[str, int] = defaultdict(int)
+        self._forced: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
     def _draw(self, channel: str, salt: str = "") -> float:
@@ -33,10 +34,20 @@ class Faults:
         return int.from_bytes(digest, "big") / 2**64
 
     def hit(self, channel: str) -> bool:
-        """True when this call on `channel` should fail transiently."""
+        """True when this call on `channel` should fail (transiently, for API channels)."""
+        with self._lock:
+            if self._forced[channel] > 0:
+                self._forced[channel] -= 1
+                return True
         if self.p <= 0.0:
             return False
         return self._draw(channel) < self.p
+
+    def force(self, channel: str, times: int = 1) -> None:
+        """Make the next `times` calls on `channel` fail whatever `p` is (tests, demos), e.g.
+        "lustre:create-late": the next Lustre create's operation ends in error."""
+        with self._lock:
+            self._forced[channel] += times
 
     def choice(self, channel: str, options: Sequence[T]) -> T:
         """A deterministic pick among `options` (which error to raise), on its own counter."""

@@ -1,7 +1,23 @@
 """Measure the I/O on the sandbox's Lustre folders, as Cloud Monitoring would report it.
 
 Each Managed Lustre instance of the sandbox is a local folder. The meter keeps, per instance,
-cumulative bytes written and read and the bytes in use, sampled every `interval_s` seconds:
+cumulative bytes written and read and the bytes in use, sampled every `interval_s` seconds
+(the daemon: 60 reference seconds, Cloud Monitoring's sample period for Lustre, i.e. 60/speed
+real seconds), per emulated storage target as Cloud Monitoring reports them:
+
+- targets: 4 Object Storage Targets `<fs>-OST0000`..`<fs>-OST0003` and one Metadata Target
+  `<fs>-MDT0000` (Lustre's target naming, `<fsname>-OST<index in 4 hex digits>`). A file's
+  data lives on one OST chosen by a hash of its inode number (as a one-stripe Lustre file has
+  one object on one OST; a rename keeps it there). The OST count is the sandbox's choice:
+  Google does not document how many targets an instance has;
+- capacity: the provisioned capacity split evenly over the OSTs; the MDT's own capacity is
+  NOT documented by Google: the sandbox gives it 1/64 of the instance and 4 KiB per inode used;
+  inodes: one per 2 KiB of MDT (Lustre's default MDT inode ratio) and one per MiB on an OST
+  (an assumption); free bytes = capacity - the files' bytes on that target; "available"
+  (to non-root users) equals free here: the sandbox reserves nothing for root;
+- operations ("samples"): one per started MiB moved per file (Lustre's 1 MiB bulk RPC; an
+  approximation), and metadata operations named as Lustre's md_stats counts them (mknod,
+  unlink, mkdir, rmdir, rename, open, close);
 
 - written: found by scanning the tree (a new file counts its size, a grown file its growth, a
   rewritten file - inode changed, or mtime changed without growth - its full size; renames
@@ -17,12 +33,13 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import hashlib
 import logging
 import os
 import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +67,31 @@ _WATCH_MASK = _IN_ACCESS | _IN_CLOSE_NOWRITE | _IN_CREATE | _IN_MOVED_TO | _IN_O
 _EVENT = struct.Struct("iIII")
 
 
+N_OSTS = 4
+MIB = 1024**2
+MDT_SHARE = 64  # the MDT gets 1/64 of the capacity (an assumption, see the module docstring)
+MDT_INODE_BYTES = 2048  # Lustre manual: default MDT inode ratio, one inode per 2 KiB
+OST_INODE_BYTES = MIB  # an assumption
+MDT_BYTES_PER_INODE_USED = 4096
+
+
+class TargetSample(NamedTuple):
+    """One storage target's counters at a sample (cumulative ones since tracking began)."""
+
+    target: str  # e.g. lustre-OST0002, lustre-MDT0000
+    component: str  # "ost" or "mdt", the metrics' `component` label
+    written_bytes: int
+    read_bytes: int
+    write_ops: int
+    read_ops: int
+    capacity_bytes: int
+    free_bytes: int
+    inodes_maximum: int
+    inodes_free: int
+    metadata_ops: tuple[tuple[str, int], ...] = ()  # MDT only: (operation, cumulative count)
+    connected_clients: int = 0
+
+
 class MeterPoint(NamedTuple):
     """One sample: wall-clock seconds and the instance's cumulative counters at that time."""
 
@@ -57,6 +99,7 @@ class MeterPoint(NamedTuple):
     written_bytes: int
     read_bytes: int
     used_bytes: int
+    targets: tuple[TargetSample, ...] = ()
 
 
 class _FileState(NamedTuple):
@@ -65,16 +108,36 @@ class _FileState(NamedTuple):
     mtime_ns: int
 
 
+def ost_of(ino: int) -> int:
+    """The OST index holding a file's data: a stable hash of its inode number."""
+    return int.from_bytes(hashlib.blake2b(ino.to_bytes(8, "little"), digest_size=2).digest(), "big") % N_OSTS
+
+
+def _ops(nbytes: int) -> int:
+    return -(-nbytes // MIB) if nbytes > 0 else 0
+
+
 @dataclass
 class _Instance:
     folder: Path
     capacity_gib: int
+    filesystem: str = "lustre"
     files: dict[str, _FileState] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
     dir_wds: dict[str, int] = field(default_factory=dict)
     written: int = 0
-    read: int = 0  # guarded by LustreMeter._events_lock
+    read: int = 0  # guarded by LustreMeter._events_lock (like the per-OST read counters)
+    ost_written: list[int] = field(default_factory=lambda: [0] * N_OSTS)
+    ost_write_ops: list[int] = field(default_factory=lambda: [0] * N_OSTS)
+    ost_read: list[int] = field(default_factory=lambda: [0] * N_OSTS)
+    ost_read_ops: list[int] = field(default_factory=lambda: [0] * N_OSTS)
+    md_ops: Counter[str] = field(default_factory=Counter)
+    connected_clients: int = 0
     recent: deque[MeterPoint] = field(default_factory=deque)
     older: deque[MeterPoint] = field(default_factory=deque)
+
+    def target_names(self) -> list[str]:
+        return [f"{self.filesystem}-OST{i:04X}" for i in range(N_OSTS)] + [f"{self.filesystem}-MDT0000"]
 
 
 class _Inotify:
@@ -151,18 +214,30 @@ class LustreMeter:
 
     # -- instances -------------------------------------------------------------------------
 
-    def track(self, key: InstanceKey, folder: Path, capacity_gib: int) -> None:
-        """Start metering `folder` for `key`. Files already there are a baseline, not writes."""
+    def track(self, key: InstanceKey, folder: Path, capacity_gib: int, filesystem: str = "lustre", *,
+              now: float | None = None) -> None:
+        """Start metering `folder` for `key`. Files already there are a baseline, not writes.
+
+        `filesystem` (Instance.filesystem) names the targets, e.g. lustre-OST0000; `now` pins
+        the baseline sample's time (tests), default time.time()."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.untrack(key)
-        inst = _Instance(folder=folder, capacity_gib=capacity_gib,
+        inst = _Instance(folder=folder, capacity_gib=capacity_gib, filesystem=filesystem or "lustre",
                          older=deque(maxlen=self._older_points))
         with self._sample_lock:
             self._scan(key, inst)
             inst.written = 0
-            self._record(inst, time.time())
+            inst.ost_written, inst.ost_write_ops = [0] * N_OSTS, [0] * N_OSTS
+            inst.md_ops.clear()
+            self._record(inst, time.time() if now is None else now)
             self._instances[key] = inst
+
+    def set_connected_clients(self, key: InstanceKey, clients: int) -> None:
+        """The MDT's connected_clients gauge (the sandbox cannot see mounts; 0 unless set)."""
+        inst = self._instances.get(key)
+        if inst is not None:
+            inst.connected_clients = max(0, int(clients))
 
     def untrack(self, key: InstanceKey) -> None:
         """Stop metering `key` and drop its history (the instance was deleted)."""
@@ -238,9 +313,30 @@ class LustreMeter:
 
     def _record(self, inst: _Instance, now: float) -> None:
         used = sum(f.size for f in inst.files.values())
+        ost_used, ost_objects = [0] * N_OSTS, [0] * N_OSTS
+        for f in inst.files.values():
+            ost_used[ost_of(f.ino)] += f.size
+            ost_objects[ost_of(f.ino)] += 1
         with self._events_lock:
             read = inst.read
-        point = MeterPoint(now, inst.written, read, used)
+            ost_read, ost_read_ops = list(inst.ost_read), list(inst.ost_read_ops)
+            md_ops = tuple(sorted(inst.md_ops.items()))
+        total = inst.capacity_gib * 1024**3
+        mdt_cap = total // MDT_SHARE
+        ost_cap = (total - mdt_cap) // N_OSTS
+        names = inst.target_names()
+        targets = [
+            TargetSample(names[i], "ost", inst.ost_written[i], ost_read[i], inst.ost_write_ops[i],
+                         ost_read_ops[i], ost_cap, max(0, ost_cap - ost_used[i]),
+                         ost_cap // OST_INODE_BYTES, max(0, ost_cap // OST_INODE_BYTES - ost_objects[i]))
+            for i in range(N_OSTS)
+        ]
+        inodes = len(inst.files) + len(inst.dirs)
+        targets.append(TargetSample(
+            names[-1], "mdt", 0, 0, 0, 0, mdt_cap, max(0, mdt_cap - inodes * MDT_BYTES_PER_INODE_USED),
+            mdt_cap // MDT_INODE_BYTES, max(0, mdt_cap // MDT_INODE_BYTES - inodes), md_ops,
+            inst.connected_clients))
+        point = MeterPoint(now, inst.written, read, used, tuple(targets))
         with self._history_lock:
             inst.recent.append(point)
             # Older points thin out to one a minute: counters are cumulative, so rates over
@@ -270,7 +366,18 @@ class LustreMeter:
                             continue  # removed while we looked
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
-        inst.written += _bytes_written(inst.files, files)
+        changes, md = _changes(inst.files, files)
+        for ino, nbytes in changes:
+            i = ost_of(ino)
+            inst.ost_written[i] += nbytes
+            inst.ost_write_ops[i] += _ops(nbytes)
+            inst.written += nbytes
+        new_dirs = set(dirs[1:])  # the instance's root is not a directory made by a client
+        md["mkdir"] += len(new_dirs - inst.dirs)
+        md["rmdir"] += len(inst.dirs - new_dirs)
+        with self._events_lock:
+            inst.md_ops.update({k: v for k, v in md.items() if v})
+        inst.dirs = new_dirs
         inst.files = files
         self._sync_watches(key, inst, dirs)
 
@@ -338,17 +445,23 @@ class LustreMeter:
         if mask & _IN_CLOSE_NOWRITE and (wd, name) in self._pending_reads:
             self._pending_reads.discard((wd, name))
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size, ino = st.st_size, st.st_ino
             except OSError:
                 known = inst.files.get(path)
-                size = known.size if known else 0
+                size, ino = (known.size, known.ino) if known else (0, 0)
             inst.read += size
+            inst.ost_read[ost_of(ino)] += size
+            inst.ost_read_ops[ost_of(ino)] += _ops(size)
+            inst.md_ops.update({"open": 1, "close": 1})
 
 
-def _bytes_written(before: dict[str, _FileState], after: dict[str, _FileState]) -> int:
-    """Bytes written between two scans of the same tree."""
+def _changes(before: dict[str, _FileState], after: dict[str, _FileState]) -> tuple[list[tuple[int, int]], Counter[str]]:
+    """(inode, bytes written) per file written between two scans, and the metadata operations."""
     vanished = {f.ino: f for p, f in before.items() if p not in after}
-    total = 0
+    renamed: set[int] = set()
+    out: list[tuple[int, int]] = []
+    md: Counter[str] = Counter()
     for path, now in after.items():
         old = before.get(path)
         if old is None or old.ino != now.ino:
@@ -356,10 +469,20 @@ def _bytes_written(before: dict[str, _FileState], after: dict[str, _FileState]) 
             # place), compared with what it was; otherwise brand new or replaced: full size.
             old = vanished.get(now.ino)
             if old is None:
-                total += now.size
+                md["mknod"] += 1
+                if now.size:
+                    out.append((now.ino, now.size))
                 continue
+            renamed.add(now.ino)
+            md["rename"] += 1
         if now.size > old.size:
-            total += now.size - old.size
-        elif now.mtime_ns != old.mtime_ns:
-            total += now.size
-    return total
+            out.append((now.ino, now.size - old.size))
+        elif now.mtime_ns != old.mtime_ns and now.size:
+            out.append((now.ino, now.size))
+    md["unlink"] += sum(1 for f in vanished.values() if f.ino not in renamed)
+    return out, md
+
+
+def _bytes_written(before: dict[str, _FileState], after: dict[str, _FileState]) -> int:
+    """Bytes written between two scans of the same tree."""
+    return sum(n for _ino, n in _changes(before, after)[0])

@@ -10,7 +10,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import rltui
 from rltui.sandbox.grpo_demo import DEFAULT_CONFIG_PATH
 
 RUN_GRPO_MATH = '''\
@@ -42,7 +41,7 @@ def install_fake_nemo_rl(dest: Path) -> Path:
     configs = dest / "examples" / "configs"
     configs.mkdir(parents=True, exist_ok=True)
     # The folder holding the rltui package, so the shim imports this very rltui.
-    root = str(Path(rltui.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # .../rltui/sandbox/nemo_rl_tree.py
     script = dest / "examples" / "run_grpo_math.py"
     script.write_text(RUN_GRPO_MATH.format(root=root), encoding="utf-8")
     script.chmod(0o755)

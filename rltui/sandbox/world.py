@@ -33,8 +33,6 @@ from google.cloud import container_v1, lustre_v1
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
-from rltui.config import LUSTRE_TIERS
-
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_util import (
     AlreadyExists,
@@ -43,9 +41,12 @@ from rltui.sandbox.grpc_util import (
     InvalidArgument,
     LroStore,
     NotFound,
+    ResourceExhausted,
     utcnow,
 )
 from rltui.sandbox.profile import Clock
+from rltui.sandbox.record import Record
+from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
@@ -64,7 +65,7 @@ OpStatus = container_v1.Operation.Status
 LustreState = lustre_v1.Instance.State
 
 
-# The allowed capacities per tier: one table, shared with env.sh validation.
+# The allowed capacities per tier: the sandbox's own copy of Google's table (rules.py).
 LUSTRE_CAPACITY_TIERS = LUSTRE_TIERS
 
 
@@ -197,8 +198,13 @@ def _check_gce_name(kind: str, name: str) -> None:
 class World:
     """The emulated projects; see the module docstring."""
 
-    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None) -> None:
+    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None,
+                 record: Record | None = None) -> None:
         self.state_dir = Path(state_dir)
+        self.record = record or Record(None, clock.speed)
+        # Lustre capacity quota in GiB per zone and network (None: unlimited); an int for every
+        # zone or {zone: GiB}. Settable from tests and by the daemon's --lustre-quota-gib.
+        self.lustre_quota_gib: int | dict[str, int] | None = None
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.faults = faults
@@ -867,12 +873,12 @@ class World:
         return self.state_dir / "lustre" / project / location / instance_id
 
     def _validate_lustre(self, instance_id: str, inst: lustre_v1.Instance) -> tuple[str, str]:
-        if not _INSTANCE_ID.match(instance_id or ""):
+        if not LUSTRE_INSTANCE_ID.match(instance_id or ""):
             raise InvalidArgument(
                 f"instance_id {instance_id!r} is invalid: use 1-63 lowercase letters, digits or hyphens, "
                 "starting with a letter and ending with a letter or digit"
             )
-        if not _FILESYSTEM.match(inst.filesystem or ""):
+        if not LUSTRE_FILESYSTEM.match(inst.filesystem or ""):
             raise InvalidArgument(f"instance.filesystem {inst.filesystem!r} is invalid: use 1-8 letters or digits")
         rule = LUSTRE_CAPACITY_TIERS.get(inst.per_unit_storage_throughput)
         if rule is None:
@@ -907,7 +913,20 @@ class World:
     def create_lustre_instance(self, project: str, location: str, instance_id: str, instance: lustre_v1.Instance,
                                *, request_id: str = "") -> operations_pb2.Operation:
         """Start a create: CREATING now, ACTIVE with mount_point after lustre_create. A repeated
-        request_id returns the first operation (the API's idempotent retry)."""
+        request_id returns the first operation (the API's idempotent retry).
+
+        Some creates fail late instead: the operation ends in error after a quarter of the
+        create time and the instance goes away (lustre_v1.Instance.State has no failed state, so
+        a failed create leaves nothing behind; GetInstance answers NOT_FOUND):
+        - over `lustre_quota_gib` (capacity per zone and network, the documented quota metric
+          lustre.googleapis.com/capacity): RESOURCE_EXHAUSTED with Service Infrastructure's
+          quota wording and ErrorInfo reason RESOURCE_QUOTA_EXCEEDED (google/api/error_reason.proto);
+          whether the real API refuses at request time or in the operation is NOT verified;
+        - the fault channel "lustre:create-late" (under --faults, or Faults.force): INTERNAL
+          "an internal error has occurred", the error a create ended with when a zone had no
+          capacity (GoogleCloudPlatform/cluster-toolkit#5290: "Error waiting for Creating
+          Instance: Error code 13, message: an internal error has occurred", fixed by another zone).
+        """
         self._tick()
         if request_id and request_id in self._request_ids:
             return self._lro.get(self._request_ids[request_id])
@@ -918,14 +937,81 @@ class World:
         name = f"projects/{project}/locations/{location}/instances/{instance_id}"
         if name in p.instances:
             raise AlreadyExists(f"Resource '{name}' already exists")
+        failure = self._lustre_create_failure(project, location, instance)
         inst = _copy(instance)
         inst.name, inst.state, inst.mount_point, inst.uid = name, LustreState.CREATING, "", str(uuid.uuid4())
         inst.create_time = inst.update_time = utcnow()
         p.instances[name] = inst
         op = self._start_lro(project, location, name, "create", request_id)
-        self._schedule("lustre_ready", {"project": project, "name": name, "operation": op.name}, key="lustre_create")
+        record_id = self.record.start("lustre.create", name)
+        args = {"project": project, "name": name, "operation": op.name, "record_id": record_id}
+        if failure is None:
+            self._schedule("lustre_ready", args, key="lustre_create")
+        else:
+            self._schedule("lustre_failed", {**args, **failure},
+                           seconds=self.clock.seconds("lustre_create") / 4)
         self._commit()
         return op
+
+    def _lustre_quota(self, location: str) -> int | None:
+        q = self.lustre_quota_gib
+        return q.get(location) if isinstance(q, dict) else q
+
+    def _lustre_create_failure(self, project: str, location: str,
+                               instance: lustre_v1.Instance) -> dict[str, Any] | None:
+        """How this create will end in error (JSON, kept in the deadline), or None."""
+        limit = self._lustre_quota(location)
+        if limit is not None:
+            used = sum(int(i.capacity_gib) for n, i in self._project(project).instances.items()
+                       if n.split("/")[3] == location and i.network == instance.network)
+            if used + int(instance.capacity_gib) > limit:
+                return {"code": "RESOURCE_EXHAUSTED", "quota": {"limit": limit, "used": used,
+                                                               "network": instance.network}}
+        if self.faults is not None and self.faults.hit("lustre:create-late"):
+            return {"code": "INTERNAL"}
+        return None
+
+    def _on_lustre_failed(self, project: str, name: str, operation: str, code: str,
+                          record_id: int | None = None, quota: dict[str, Any] | None = None) -> None:
+        inst = self._project(project).instances.get(name)
+        if inst is None or inst.state != LustreState.CREATING:
+            return
+        del self._project(project).instances[name]
+        if code == "RESOURCE_EXHAUSTED":
+            number = project_number(project)
+            metric = "lustre.googleapis.com/capacity"
+            error: CloudError = ResourceExhausted(
+                f"Quota exceeded for quota metric 'Lustre storage capacity (GiB) per zone and network' "
+                f"and limit 'Lustre storage capacity (GiB) per zone and network per project' of service "
+                f"'lustre.googleapis.com' for consumer 'project_number:{number}'.",
+                reason="RESOURCE_QUOTA_EXCEEDED",
+                metadata={"consumer": f"projects/{number}", "service": "lustre.googleapis.com",
+                          "quota_metric": metric, "quota_limit": "CapacityPerZonePerNetwork"})
+            self._finish_lro(operation, error=error)
+        else:
+            self._finish_lro(operation, error=CloudError("an internal error has occurred"),
+                             code=grpc.StatusCode.INTERNAL)
+        if record_id is not None:
+            self.record.end(record_id, code)
+
+    def set_lustre_state(self, project: str, location: str, instance_id: str, state: str, *,
+                         seconds: float | None = None, reason: str = "") -> None:
+        """Put an ACTIVE instance in another lustre_v1.Instance.State (e.g. "REPAIRING",
+        "UPDATING", "SUSPENDED" with `reason` in state_reason), back to ACTIVE after `seconds`
+        (None: it stays). The states are the docstring's; when Google enters them is not modelled."""
+        self._tick()
+        inst = self._instance(project, location, instance_id)
+        inst.state, inst.state_reason, inst.update_time = LustreState[state], reason, utcnow()
+        if seconds is not None:
+            self._schedule("lustre_state", {"project": project, "name": inst.name, "state": "ACTIVE"},
+                           seconds=seconds)
+            self._arm()
+        self._commit()
+
+    def _on_lustre_state(self, project: str, name: str, state: str) -> None:
+        inst = self._project(project).instances.get(name)
+        if inst is not None and inst.state not in (LustreState.CREATING, LustreState.DELETING):
+            inst.state, inst.state_reason, inst.update_time = LustreState[state], "", utcnow()
 
     def _start_lro(self, project: str, location: str, target: str, verb: str,
                    request_id: str) -> operations_pb2.Operation:
@@ -943,7 +1029,7 @@ class World:
         meta.requested_cancellation = cancelled
         self._lro.finish(op_name, metadata=meta, response=response, error=error, error_code=code)
 
-    def _on_lustre_ready(self, project: str, name: str, operation: str) -> None:
+    def _on_lustre_ready(self, project: str, name: str, operation: str, record_id: int | None = None) -> None:
         inst = self._project(project).instances.get(name)
         if inst is None or inst.state != LustreState.CREATING:
             return
@@ -954,6 +1040,8 @@ class World:
             del self._project(project).instances[name]
             self._finish_lro(operation, error=FailedPrecondition(
                 f"private services access of network {inst.network} was removed while the instance was created"))
+            if record_id is not None:
+                self.record.end(record_id, "FAILED_PRECONDITION")
             return
         first = peering.ranges[0]
         host = q.lustre_hosts.get(first, 0)
@@ -964,6 +1052,8 @@ class World:
         folder = self.lustre_dir(project, location, instance_id)
         folder.mkdir(parents=True, exist_ok=True)
         self._finish_lro(operation, response=inst)
+        if record_id is not None:
+            self.record.end(record_id)
         self._emit("lustre_active", project, location, instance_id, mount_point=inst.mount_point,
                    capacity_gib=inst.capacity_gib, dir=str(folder))
 
@@ -978,12 +1068,15 @@ class World:
             raise FailedPrecondition(f"Instance {inst.name} is {inst.state.name}; wait for its operation to finish")
         inst.state, inst.update_time = LustreState.DELETING, utcnow()
         op = self._start_lro(project, location, inst.name, "delete", request_id)
-        self._schedule("lustre_gone", {"project": project, "name": inst.name, "operation": op.name},
-                       key="lustre_delete")
+        record_id = self.record.start("lustre.delete", inst.name)
+        self._schedule("lustre_gone", {"project": project, "name": inst.name, "operation": op.name,
+                                       "record_id": record_id}, key="lustre_delete")
         self._commit()
         return op
 
-    def _on_lustre_gone(self, project: str, name: str, operation: str) -> None:
+    def _on_lustre_gone(self, project: str, name: str, operation: str, record_id: int | None = None) -> None:
+        if record_id is not None:
+            self.record.end(record_id)
         self._project(project).instances.pop(name, None)
         location, instance_id = name.split("/")[3], name.split("/")[5]
         shutil.rmtree(self.lustre_dir(project, location, instance_id), ignore_errors=True)
@@ -1013,9 +1106,11 @@ class World:
         if op.done:
             return
         due = next((d for d in self._due if d.args.get("operation") == name), None)
-        if due is None or due.action != "lustre_ready":
+        if due is None or due.action not in ("lustre_ready", "lustre_failed"):
             raise FailedPrecondition(f"Operation '{name}' cannot be cancelled")
         self._due.remove(due)
+        if due.args.get("record_id") is not None:
+            self.record.end(due.args["record_id"], "CANCELLED")
         self._project(due.args["project"]).instances.pop(due.args["name"], None)
         self._finish_lro(name, error=CloudError("Operation was cancelled"), code=grpc.StatusCode.CANCELLED,
                          cancelled=True)

@@ -190,3 +190,63 @@ async def test_async_client_create_get_list_delete(sandbox, clients) -> None:
     await op.result(timeout=20)
     with pytest.raises(exceptions.NotFound):
         await client.get_instance(name=NAME)
+
+
+def test_a_create_over_quota_fails_late_and_keeps_its_error(sandbox, clients) -> None:
+    from google.rpc import error_details_pb2
+
+    client = clients.lustre(sandbox)
+    sandbox.call(setattr, sandbox.world, "lustre_quota_gib", 18_000)
+    create(client, "first").result(timeout=20, polling=FAST_POLL)  # 9,000 of 18,000 GiB
+    op = create(client, "second", capacity_gib=18_000)  # accepted now, refused later
+    assert client.get_instance(name=f"{PARENT}/instances/second").state == Instance.State.CREATING
+
+    err = op.exception(timeout=20)
+
+    assert isinstance(err, exceptions.ResourceExhausted)
+    assert err.message.startswith("Quota exceeded for quota metric 'Lustre storage capacity (GiB) per zone "
+                                  "and network'")
+    assert "for consumer 'project_number:" in err.message
+    raw = client.get_operation(request={"name": op.operation.name})
+    assert raw.done and raw.error.code == 8  # google.rpc.Code.RESOURCE_EXHAUSTED
+    [detail] = raw.error.details
+    info = error_details_pb2.ErrorInfo()
+    assert detail.Unpack(info)
+    assert info.reason == "RESOURCE_QUOTA_EXCEEDED" and info.metadata["service"] == "lustre.googleapis.com"
+    assert info.metadata["quota_metric"] == "lustre.googleapis.com/capacity"
+    with pytest.raises(exceptions.NotFound):  # no failed state: the instance is gone
+        client.get_instance(name=f"{PARENT}/instances/second")
+    # The quota is per zone (and network): another zone still has room.
+    other = client.create_instance(parent=f"projects/{PROJECT}/locations/us-central1-a", instance_id="second",
+                                   instance=codelab_instance(capacity_gib=18_000))
+    assert other.result(timeout=20, polling=FAST_POLL).state == Instance.State.ACTIVE
+    ops = [o for o in sandbox.world.record.snapshot()["operations"] if o["kind"] == "lustre.create"]
+    assert [o["error"] for o in ops] == [None, "RESOURCE_EXHAUSTED", None]
+
+
+def test_a_stockout_fault_ends_the_create_with_internal(make_sandbox, clients) -> None:
+    from rltui.sandbox.faults import Faults
+
+    faults = Faults(0.0, seed=3)
+    box = make_sandbox(faults=faults)
+    faults.force("lustre:create-late")
+    client = clients.lustre(box)
+    op = create(client)
+    assert not op.done()
+    err = op.exception(timeout=20)
+    assert isinstance(err, exceptions.InternalServerError)
+    assert err.message == "an internal error has occurred"
+    with pytest.raises(exceptions.NotFound):
+        client.get_instance(name=NAME)
+    # The next create is not affected.
+    assert create(client).result(timeout=20, polling=FAST_POLL).state == Instance.State.ACTIVE
+
+
+def test_an_active_instance_can_be_repairing_for_a_while(make_sandbox, clients) -> None:
+    box = make_sandbox()
+    client = clients.lustre(box)
+    create(client).result(timeout=20, polling=FAST_POLL)
+    box.call(box.world.set_lustre_state, PROJECT, ZONE, "rl-demo-gpu-lustre", "REPAIRING", seconds=0.3)
+    assert client.get_instance(name=NAME).state == Instance.State.REPAIRING
+    time.sleep(0.5)
+    assert client.get_instance(name=NAME).state == Instance.State.ACTIVE

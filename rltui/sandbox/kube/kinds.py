@@ -139,3 +139,66 @@ def defaults_on_update(rtype: ResourceType, old: dict, new: dict) -> None:
             port.setdefault("targetPort", port.get("port"))
     elif rtype.plural == "secrets":
         _default_secret(new)
+
+
+# The volume-source members of PersistentVolumeSpec (core/v1; the kubernetes client's
+# V1PersistentVolumeSpec): together they are the inlined `PersistentVolumeSource`.
+PV_SOURCE_FIELDS = (
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume",
+    "flocker", "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs",
+    "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
+)
+
+
+def _pv_source(spec: dict) -> dict:
+    return {k: spec[k] for k in PV_SOURCE_FIELDS if spec.get(k) is not None}
+
+
+def _source_diff(old: dict, new: dict, path: str = "") -> list[str]:
+    """A line per changed leaf ("-" old, "+" new): the sandbox's stand-in for the go-cmp diff."""
+    lines: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        where = f"{path}.{key}" if path else str(key)
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += _source_diff(a, b, where)
+        elif a != b:
+            if a is not None:
+                lines.append(f"-  {where}: {a!r}")
+            if b is not None:
+                lines.append(f"+  {where}: {b!r}")
+    return lines
+
+
+def validate_update(rtype: ResourceType, old: dict, new: dict) -> None:
+    """What the real ValidateXxxUpdate functions refuse on an update (PUT and every PATCH).
+
+    PersistentVolume, after kubernetes/kubernetes pkg/apis/core/validation/validation.go
+    ValidatePersistentVolumeUpdate: the volume source (`spec.csi`, `spec.nfs`, ...) is
+    immutable - field.Forbidden(spec.persistentvolumesource, "spec.persistentvolumesource is
+    immutable after creation\\n<diff>") - except that a CSI source without
+    controllerExpandSecretRef may gain one; `volumeMode` is immutable too (field path
+    "volumeMode", as the real code spells it). The real message ends with a go-cmp diff of
+    the two sources after a newline; the sandbox writes its own line diff there, so match
+    only the first line. Labels, annotations, claimRef, capacity, reclaim policy etc. stay
+    mutable.
+    """
+    if rtype.plural != "persistentvolumes":
+        return
+    name = new["metadata"]["name"]
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    old_src, new_src = _pv_source(old_spec), _pv_source(new_spec)
+    old_csi, new_csi = old_src.get("csi"), new_src.get("csi")
+    if isinstance(old_csi, dict) and isinstance(new_csi, dict) \
+            and old_csi.get("controllerExpandSecretRef") is None \
+            and new_csi.get("controllerExpandSecretRef") is not None:
+        new_src = {**new_src, "csi": {k: v for k, v in new_csi.items() if k != "controllerExpandSecretRef"}}
+    if old_src != new_src:
+        diff = "\n".join(_source_diff(old_src, new_src))
+        raise invalid(rtype, name, "spec.persistentvolumesource", "FieldValueForbidden",
+                      "Forbidden: spec.persistentvolumesource is immutable after creation\n" + diff)
+    old_mode = old_spec.get("volumeMode", "Filesystem")
+    new_mode = new_spec.get("volumeMode", "Filesystem")
+    if old_mode != new_mode:
+        raise invalid(rtype, name, "volumeMode", "FieldValueInvalid",
+                      f'Invalid value: "{new_mode}": field is immutable')

@@ -220,6 +220,7 @@ class KubeStore:
                     new.pop("status", None)
             kinds.defaults_on_update(rtype, old, new)
             kinds.validate(rtype, new)
+            kinds.validate_update(rtype, old, new)
         return self._write(rtype, old, new, dry_run)
 
     # ----- deletion, garbage collection, finalizers --------------------------------------
