@@ -78,7 +78,7 @@ up() {{
     gcloud lustre instances create {L} --project={P} --location={Z} \\
       --capacity-gib={cfg.lustre_capacity} --per-unit-storage-throughput={cfg.lustre_throughput} \\
       --filesystem=lustre --network=projects/{cfg.project_id}/global/networks/{cfg.network} \\
-      --gke-support-enabled --labels=managed-by=rltui --async
+      --labels=managed-by=rltui --async
 
   wait "$XPK_PID"
   # xpk ignores --enable-lustre-csi-driver for {cfg.device_type}: enable both addons in one update.

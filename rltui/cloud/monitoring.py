@@ -49,8 +49,8 @@ class MonitoringAdapter:
         """The instance's `metric_type` summed over its storage targets, oldest first."""
         from google.cloud import monitoring_v3
 
-        now = time.time()
-        interval = monitoring_v3.TimeInterval(end_time={"seconds": int(now)},
+        now = int(time.time()) + 1  # whole seconds, and never before the newest sample
+        interval = monitoring_v3.TimeInterval(end_time={"seconds": now},
                                               start_time={"seconds": int(now - minutes * 60)})
         aggregation = monitoring_v3.Aggregation(
             alignment_period={"seconds": period_s},

@@ -84,6 +84,36 @@ def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
     assert first("addons", "done") > xpk_done
 
 
+PROJECT, REGION, CLUSTER = "team-rl-sandbox-42", "us-east1", "ray-a4-gpu-spot"
+
+
+def test_after_up_xpk_state_label_and_lustre_port_are_as_google_has_them(user):
+    """xpk's state in 1.16.0's layout; the cluster labelled rltui's; the Lustre instance and
+    the CSI driver agree about the legacy port (both off: nodes are >= 1.33.2-gke.4655000)."""
+    import grpc
+    from google.cloud import container_v1, lustre_v1
+    from google.cloud.container_v1.services.cluster_manager.transports import (
+        ClusterManagerGrpcTransport)
+    from google.cloud.lustre_v1.services.lustre.transports import LustreGrpcTransport
+
+    from rltui.plan import xpkstate
+
+    xpk_dir = Path(user["env"]["XDG_STATE_HOME"]) / "rltui" / "xpk" / PROJECT / CLUSTER
+    assert xpkstate.has_state(xpk_dir, PROJECT, REGION, CLUSTER)
+    assert (xpk_dir / "xpkclusters" / "gcluster-out").is_dir()
+    assert not (xpk_dir / "xpkclusters" / CLUSTER).exists()
+    channel = grpc.insecure_channel(user["status"]["grpc"])
+    gke = container_v1.ClusterManagerClient(transport=ClusterManagerGrpcTransport(channel=channel))
+    cluster = gke.get_cluster(name=f"projects/{PROJECT}/locations/{REGION}/clusters/{CLUSTER}")
+    assert cluster.resource_labels["managed-by"] == "rltui"
+    lustre = lustre_v1.LustreClient(transport=LustreGrpcTransport(channel=channel))
+    inst = lustre.get_instance(
+        name=f"projects/{PROJECT}/locations/us-east1-b/instances/rl-demo-gpu-lustre")
+    csi = cluster.addons_config.lustre_csi_driver_config
+    assert csi.enabled
+    assert inst.gke_support_enabled is False and csi.enable_legacy_lustre_port is False
+
+
 def test_up_twice_creates_nothing_twice(user):
     before = status_json(user)
     kube = ["kubectl", "--kubeconfig", user["status"]["kubeconfig"]]
@@ -138,6 +168,12 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     data = status_json(user)
     assert [r for r in data["resources"] if r["state"] != "absent"] == []
     assert data["job"] is None
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    networks = compute_v1.NetworksClient(credentials=AnonymousCredentials(), client_options={
+        "api_endpoint": user["status"]["compute"]}).list(project=PROJECT)
+    assert not [n.name for n in networks if n.name.startswith(CLUSTER)]
 
 
 def test_the_token_never_left_env_sh_except_into_the_secret(user):

@@ -1,0 +1,68 @@
+"""rltui reads Lustre throughput and usage the way Cloud Monitoring serves them: one series per
+storage target, summed (REDUCE_SUM); used = capacity - free over the OSTs (no "used" metric)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import grpc
+import pytest
+
+from rltui.cloud.endpoints import Endpoints
+from rltui.cloud.monitoring import MonitoringAdapter
+from rltui.sandbox.grpc_monitoring import add_monitoring_service
+from rltui.sandbox.lustre_meter import LustreMeter
+
+PROJECT, ZONE, INSTANCE = "rl-demo-project", "us-east1-b", "rl-demo-gpu-lustre"
+MB = 1024 * 1024
+
+
+@pytest.fixture
+async def monitored(tmp_path):
+    meter = LustreMeter(interval_s=3600)
+    folder = tmp_path / INSTANCE
+    meter.track((PROJECT, ZONE, INSTANCE), folder, 9000)
+    server = grpc.aio.server()
+    add_monitoring_service(server, meter, visibility_delay_s=0)  # Google's 60 s periods
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    adapter = MonitoringAdapter(Endpoints(label="SANDBOX", grpc_target=f"127.0.0.1:{port}"),
+                                PROJECT)
+    yield meter, folder, adapter
+    await server.stop(None)
+    meter.close()
+
+
+def write(path, n):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(os.urandom(n))
+
+
+async def test_write_throughput_is_one_series_summed_over_the_osts(monitored):
+    meter, folder, adapter = monitored
+    await asyncio.to_thread(meter.sample)
+    for i in range(8):  # files land on different OSTs
+        write(folder / f"step_1/shard{i}.pt", 2 * MB)
+    await asyncio.to_thread(meter.sample)
+    rates = await adapter.throughput(INSTANCE, minutes=10, period_s=60)
+    times = [p.t for p in rates["write"]]
+    assert times and len(times) == len(set(times)), "one point per period, not one per target"
+    assert sum(p.value for p in rates["write"]) * 60 == pytest.approx(16 * MB, rel=0.01)
+
+
+async def test_used_is_capacity_minus_free_over_the_osts(monitored, tmp_path):
+    meter, _folder, adapter = monitored
+    folder = tmp_path / "second"
+    write(folder / "model/weights.bin", 12 * MB)
+    meter.track((PROJECT, ZONE, "second"), folder, 9000)  # every sample of it sees 12 MB
+    await asyncio.to_thread(meter.sample)
+    used = await adapter.used_bytes("second", minutes=10, period_s=60)
+    assert used and used[-1].value == pytest.approx(12 * MB, rel=0.01)
+
+
+async def test_no_io_means_no_points_not_an_error(monitored):
+    meter, _folder, adapter = monitored
+    await asyncio.to_thread(meter.sample)
+    assert (await adapter.throughput(INSTANCE, minutes=10, period_s=60))["read"] == []
