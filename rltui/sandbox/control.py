@@ -2,8 +2,11 @@
 
 Every route is `POST /_sandbox/op/<name>` with a JSON object of arguments. The answer is JSON
 lines: any number of `{"say": text[, "end": ""]}` (progress, printed as it happens), then one
-`{"result": ...}` or `{"error": {"code", "message"}}`. Resources come back as the REST APIs'
-camelCase JSON, so the tools can format them the way gcloud does. A client that hangs up (a
+`{"result": ...}` or `{"error": {"code", "message"[, "reason", "metadata"]}}`. Resources come back as the REST APIs'
+camelCase JSON (rest_compute's shapes for Compute), so the tools can format them the way gcloud does.
+Each operation first checks that the API(s) behind it are enabled in the project (`_OP_APIS`):
+vpc-peerings need servicenetworking, networks/addresses compute, lustre lustre, clusters
+container, xpk container and compute - a disabled one is refused with SERVICE_DISABLED. A client that hangs up (a
 killed xpk) cancels the World coroutine: the milestones it reached stay, as with the real xpk.
 """
 
@@ -22,10 +25,11 @@ import grpc
 from aiohttp import web
 from google.cloud import container_v1, lustre_v1
 
+from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
+from rltui.sandbox.rest_compute import address_json, network_json
 from rltui.sandbox.world import (
-    SERVICE_NETWORKING, Address, CloudError, InvalidArgument, Network, NotFound, Peering, World,
-    project_number, region_of,
+    SERVICE_NETWORKING, CloudError, InvalidArgument, NotFound, Peering, World, project_number, region_of,
 )
 
 __all__ = ["add_control_routes", "ADDONS", "XPK_FAULT_CHANNEL"]
@@ -51,12 +55,16 @@ ADDONS: dict[str, tuple[str, str]] = {
     "HorizontalPodAutoscaling": ("horizontal_pod_autoscaling", "disabled"),
 }
 
-SERVICE_TITLES = {
-    "compute.googleapis.com": "Compute Engine API",
-    "container.googleapis.com": "Kubernetes Engine API",
-    "lustre.googleapis.com": "Google Cloud Managed Lustre API",
-    "servicenetworking.googleapis.com": "Service Networking API",
-    "monitoring.googleapis.com": "Cloud Monitoring API",
+SERVICE_TITLES = apis.TITLES
+
+# control operation name prefix -> the APIs it needs enabled (checked before it runs)
+_OP_APIS: dict[str, tuple[str, ...]] = {
+    "peerings.": (apis.SERVICE_NETWORKING,),
+    "networks.": (apis.COMPUTE,),
+    "addresses.": (apis.COMPUTE,),
+    "lustre.": (apis.LUSTRE,),
+    "clusters.": (apis.CONTAINER,),
+    "xpk.": (apis.CONTAINER, apis.COMPUTE),
 }
 
 Say = Callable[..., None]
@@ -99,8 +107,19 @@ def _line(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj) + "\n").encode()
 
 
-def _error(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _error(code: str, message: str, exc: CloudError | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if exc is not None and exc.reason:
+        body.update(reason=exc.reason, metadata=exc.metadata)
+    return {"error": body}
+
+
+def _gate(world: World, name: str, args: dict[str, Any]) -> None:
+    project = apis.project_of_args(args)
+    for prefix, needed in _OP_APIS.items():
+        if name.startswith(prefix) and project:
+            for api in needed:
+                world.require_service(project, api)
 
 
 def _gone(request: web.Request) -> bool:
@@ -119,6 +138,10 @@ async def _serve(request: web.Request, ctx: _Ctx) -> web.StreamResponse:
         problem = f"unknown control operation {name!r}" if fn is None else "the body must be a JSON object"
         return web.Response(status=404 if fn is None else 400, body=_line(_error("INVALID_ARGUMENT", problem)),
                             content_type="application/x-ndjson")
+    try:
+        _gate(ctx.world, name, args)
+    except CloudError as exc:
+        return web.Response(body=_line(_error(exc.code, exc.message, exc)), content_type="application/x-ndjson")
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-store"})
     response.enable_chunked_encoding()
     await response.prepare(request)
@@ -158,7 +181,7 @@ def _outcome(name: str, task: asyncio.Future[Any]) -> dict[str, Any]:
     if exc is None:
         return {"result": task.result()}
     if isinstance(exc, CloudError):
-        return _error(exc.code, exc.message)
+        return _error(exc.code, exc.message, exc)
     if isinstance(exc, (KeyError, TypeError, ValueError)):
         return _error("INVALID_ARGUMENT", f"{name}: bad arguments: {exc!r}")
     log.error("control operation %s failed", name, exc_info=exc)
@@ -177,33 +200,6 @@ def _stable_id(*parts: str) -> str:
     return str(int(hashlib.blake2b("/".join(parts).encode(), digest_size=7).hexdigest(), 16))
 
 
-def network_json(net: Network, peerings: list[Peering]) -> dict[str, Any]:
-    base = f"{COMPUTE}/projects/{net.project}"
-    auto = net.name == "default"
-    body: dict[str, Any] = {
-        "kind": "compute#network", "id": _stable_id(net.project, net.name), "name": net.name,
-        "selfLink": f"{base}/global/networks/{net.name}", "autoCreateSubnetworks": auto,
-        "subnetworks": [f"{base}/regions/{s.region}/subnetworks/{s.name}" for s in net.subnets],
-        "routingConfig": {"routingMode": "REGIONAL"}, "mtu": 8896 if net.created_by == "xpk" else 1460,
-        "x_gcloud_bgp_routing_mode": "REGIONAL", "x_gcloud_subnet_mode": "AUTO" if auto else "CUSTOM",
-    }
-    if peerings:
-        body["peerings"] = [{"name": p.name, "network": f"{COMPUTE}/projects/{p.project}-tp/global/networks/"
-                             f"servicenetworking", "state": "ACTIVE" if p.status == "ACTIVE" else "INACTIVE",
-                             "exportCustomRoutes": False, "importCustomRoutes": False} for p in peerings]
-    return body
-
-
-def address_json(addr: Address) -> dict[str, Any]:
-    base = f"{COMPUTE}/projects/{addr.project}"
-    return {
-        "kind": "compute#address", "id": _stable_id(addr.project, "address", addr.name), "name": addr.name,
-        "address": addr.address, "prefixLength": addr.prefix_length, "purpose": addr.purpose,
-        "addressType": "INTERNAL", "network": f"{base}/global/networks/{addr.network}", "status": addr.status,
-        "selfLink": f"{base}/global/addresses/{addr.name}",
-    }
-
-
 def peering_json(p: Peering) -> dict[str, Any]:
     return {"network": f"projects/{project_number(p.project)}/global/networks/{p.network}", "peering": p.name,
             "reservedPeeringRanges": list(p.ranges), "service": f"services/{p.service}"}
@@ -212,7 +208,7 @@ def peering_json(p: Peering) -> dict[str, Any]:
 def service_json(project: str, name: str) -> dict[str, Any]:
     parent = f"projects/{project_number(project)}"
     return {"name": f"{parent}/services/{name}", "parent": parent, "state": "ENABLED",
-            "config": {"name": name, "title": SERVICE_TITLES.get(name, name)}}
+            "config": {"name": name, "title": apis.title(name)}}
 
 
 def cluster_json(c: container_v1.Cluster) -> dict[str, Any]:
@@ -259,9 +255,11 @@ async def _info(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
 async def _services_enable(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
     project = _str(args, "project")
     before = set(ctx.world.list_services(project))
-    enabled = await ctx.world.enable_services(project, args["services"])
+    op = ctx.world.start_enable_services(project, args["services"])
+    await ctx.world.wait_operation(op.name)
+    enabled = ctx.world.list_services(project)
     if set(enabled) - before:
-        say(f'Operation "{_long_op("acf", project)}" finished successfully.')
+        say(f'Operation "{op.name}" finished successfully.')
     return [service_json(project, s) for s in enabled]
 
 

@@ -1,9 +1,14 @@
 """The sandbox daemon: one process, one event loop, every emulated endpoint.
 
 - gRPC (insecure, loopback): google.cloud.lustre.v1.Lustre, google.longrunning.Operations,
-  google.container.v1.ClusterManager, google.monitoring.v3.MetricService.
-- HTTP (aiohttp, loopback): the Kubernetes API (+ port-forward), and under /_sandbox/ the
-  control routes behind the fake gcloud/xpk and `rltui sandbox preempt`.
+  google.container.v1.ClusterManager, google.monitoring.v3.MetricService,
+  google.api.serviceusage.v1.ServiceUsage - each refusing a call to an API the request's project
+  has not enabled (World.gate_grpc), and counted in the record.
+- HTTP (aiohttp, loopback): the Kubernetes API (+ port-forward), the Compute Engine REST API
+  under /compute/v1/ (status key `compute`), and under /_sandbox/ the control routes behind the
+  fake gcloud/xpk, `rltui sandbox preempt` and GET /_sandbox/record (status key `record` is its file).
+
+Projects start strict, as Google makes them: only the default-enabled APIs are on.
 - A toy KubeRay controller that starts a real Ray head when the head pod runs.
 
 It writes `daemon.json` (the endpoints) only once all of them answer; `rltui sandbox stop`
@@ -51,6 +56,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
 
     from .faults import Faults
     from .grpc_container import add_container_service
+    from .grpc_serviceusage import add_service_usage_service
+    from .grpc_util import guard
+    from .record import FILE as RECORD_FILE, Record
+    from .rest_compute import add_compute_routes
     from .grpc_lustre import add_lustre_services
     from .grpc_monitoring import add_monitoring_service
     from .kube.api import make_app
@@ -68,7 +77,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     profile = LatencyProfile.load(profile_path)
     clock = Clock(profile, speed=speed, seed=seed)
     faults = Faults(fault_p, seed)
-    world = World(root / "cloud", clock, faults)
+    record = Record(root / RECORD_FILE, speed)
+    world = World(root / "cloud", clock, faults, record=record)
     world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
     store = KubeStore(root / "kube", faults)
 
@@ -110,8 +120,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     meter_task = asyncio.create_task(meter.run(), name="lustre-meter")
 
     server = grpc.aio.server()
+    guard(server, gate=world.gate_grpc, record=record)
     add_lustre_services(server, world)
     add_container_service(server, world)
+    add_service_usage_service(server, world)
     # Time runs `speed` times faster here: the 60 s minimum alignment period and the 120 s
     # visibility delay are reference seconds (60/speed and 120/speed real seconds).
     add_monitoring_service(server, meter, speed=speed)
@@ -142,6 +154,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     app = make_app(store)
     add_control_routes(app, world, faults, kube_url, SANDBOX_TOKEN)
     add_preempt_route(app, controller)
+    add_compute_routes(app, world, record=record, faults=faults)
+    record.add_route(app)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock).start()
@@ -151,6 +165,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "pid": os.getpid(),
         "grpc": f"127.0.0.1:{grpc_port}",
         "kube_api": kube_url,
+        "compute": kube_url,  # the Compute REST API shares the HTTP app: <compute>/compute/v1/...
+        "record": str(root / RECORD_FILE),
         "kubeconfig": str(kubeconfig),
         "ray_dashboard": None,
         "lustre_root": str(root / "cloud" / "lustre"),
@@ -183,6 +199,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     await runner.cleanup()
     await server.stop(grace=1.0)
     world.close()
+    record.flush()
     store.close()
     (root / CHILDREN_FILE).unlink(missing_ok=True)
     log.info("stopped")

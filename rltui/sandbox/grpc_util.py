@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import inspect
 import re
+import weakref
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Mapping, Union
 
@@ -103,8 +104,20 @@ def _serializer(cls: type) -> Callable[[Any], bytes]:
     return cls.serialize if hasattr(cls, "pb") else cls.SerializeToString
 
 
-def _wrap(channel: str, fn: Handler, faults: Faults | None,
-          record: "Record | None" = None) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+# (service full name, request) -> None, or raises a CloudError (e.g. the API is disabled).
+Gate = Callable[[str, Any], None]
+_GUARDS: "weakref.WeakKeyDictionary[Any, tuple[Gate | None, Record | None]]" = weakref.WeakKeyDictionary()
+
+
+def guard(server: grpc.aio.Server, *, gate: Gate | None = None, record: "Record | None" = None) -> None:
+    """Make every service later registered on `server` with add_service check `gate` first
+    (World.gate_grpc: is the API enabled in the request's project?) and count its calls in
+    `record`, without each service module passing them. Call before add_service."""
+    _GUARDS[server] = (gate, record)
+
+
+def _wrap(channel: str, fn: Handler, faults: Faults | None, record: "Record | None" = None,
+          gate: Gate | None = None, service: str = "") -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if record is not None:
             record.count(channel)
@@ -112,6 +125,8 @@ def _wrap(channel: str, fn: Handler, faults: Faults | None,
             code = faults.choice(channel, TRANSIENT_CODES)
             await context.abort(code, f"sandbox fault injection: {channel} answered {code.name}; retry")
         try:
+            if gate is not None:
+                gate(service, request)
             result = fn(request)
             if inspect.isawaitable(result):
                 result = await result
@@ -128,11 +143,14 @@ def _wrap(channel: str, fn: Handler, faults: Faults | None,
 def add_service(server: grpc.aio.Server, service: str, rpcs: Rpcs, faults: Faults | None,
                 record: "Record | None" = None) -> None:
     """Register `service` (full proto name) on `server`; faults use channel grpc:<Short>/<Method>,
-    and `record` counts each call under that name."""
+    and `record` counts each call under that name. The server's `guard` (if any) supplies the gate
+    and the record when none is passed."""
     short = service.rsplit(".", 1)[-1]
+    gate, guard_record = _GUARDS.get(server, (None, None))
+    record = record if record is not None else guard_record
     handlers = {
         method: grpc.unary_unary_rpc_method_handler(
-            _wrap(f"grpc:{short}/{method}", fn, faults, record),
+            _wrap(f"grpc:{short}/{method}", fn, faults, record, gate, service),
             request_deserializer=_deserializer(req),
             response_serializer=_serializer(resp),
         )

@@ -1,6 +1,11 @@
 """The sandbox's own record: every operation it ran, on the reference clock, and a counter per
-API method. Benchmarks and tests read it (GET /_sandbox/record, or the file named `record` in
-`rltui sandbox status --json`) instead of guessing from their side of the wire.
+API method. Benchmarks and tests read it (GET /_sandbox/record on the daemon's HTTP app, i.e.
+`<kube_api>/_sandbox/record`, or the file named `record` in `rltui sandbox status --json`,
+`<root>/record.json`) instead of guessing from their side of the wire.
+
+Who writes it: every gRPC method through add_service (grpc_util.guard gives the daemon's server
+this record), every Compute REST method as `compute:<resource>.<method>`, and the World's
+operations (`world.record`): compute.<collection>.<verb>, serviceusage.enable/batchEnable, ...
 
 Reference seconds are real seconds since the sandbox started times its speed: at speed 300 a
 real second is five reference minutes, which is how the latency profile's minutes were scaled.
@@ -91,6 +96,15 @@ class Record:
 
     def flush(self) -> None:
         self._save()
+
+    def add_route(self, app: Any) -> None:
+        """Serve `GET /_sandbox/record` (this snapshot, JSON) on an aiohttp app."""
+        from aiohttp import web
+
+        async def handle(_request: Any) -> Any:
+            return web.json_response(self.snapshot(), headers={"Cache-Control": "no-store"})
+
+        app.router.add_get("/_sandbox/record", handle)
 
     def _load(self) -> None:
         try:

@@ -2,12 +2,25 @@
 and Managed Lustre instances, with operations that take the latency profile's time.
 
 One World lives on the sandbox daemon's asyncio loop (single-threaded: no locks) and is shared
-by the gRPC services and the fake gcloud/xpk control API. Every change is written to
+by the gRPC services, the Compute REST routes (rest_compute) and the fake gcloud/xpk control API. Every change is written to
 `state_dir/world.json` (atomic replace); timed changes are stored as deadlines, so an operation
 in flight when the daemon died completes after a restart. Construct it on the running loop.
 
-Any project ID is accepted, as Google's emulators do; each project starts with a `default`
-network that already has private services access (an allocated range and a peering).
+Any project ID is accepted, as Google's emulators do. A new project is as Google makes it: only
+the default-enabled APIs are on (rltui.sandbox.services.DEFAULT_ENABLED: monitoring yes; compute,
+container, lustre, servicenetworking no) and it has no network until compute.googleapis.com is
+enabled, which creates the auto-mode `default` network with its four pre-populated firewall rules
+("Unless you choose to disable it, each new project starts with a default network ... an auto
+mode VPC network with pre-populated IPv4 firewall rules", docs.cloud.google.com/vpc/docs/vpc,
+"Default network"; vmware-archive/gcp-pcf-quickstart PR 22: "The compute resources don't show up
+in a project until the compute API has been turned on"; the rules' shape from a real
+`firewall-rules list` in gist l4rz/29a04343905bf6329a4e9d619ca70d31 and
+cloud.google.com/vpc/docs/firewalls#more_rules_default_vpc). The surfaces (gRPC gate, Compute REST, control routes) refuse a disabled API through
+`require_service`; the World's own methods do not check, so World-level tests need no enabling.
+
+Test harnesses opt in with `World(..., enabled_services=CODELAB_APIS)`: each new project then
+starts with those on and, when compute is among them, the `default` network that ALSO already has
+private services access (an allocated range and a peering) - a harness shortcut, not Google's.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -47,6 +61,7 @@ from rltui.sandbox.grpc_util import (
 from rltui.sandbox.profile import Clock
 from rltui.sandbox.record import Record
 from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
+from rltui.sandbox import services as apis
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
@@ -87,11 +102,19 @@ _GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NETWORK_PATH = re.compile(r"^projects/(?P<project>[^/]+)/global/networks/(?P<network>[^/]+)$")
 
 
+class InUse(FailedPrecondition):
+    """GCE's refusal to delete a resource another one uses (HTTP 400, reason
+    resourceInUseByAnotherResource in the REST error's errors[])."""
+
+    compute_reason = "resourceInUseByAnotherResource"
+
+
 @dataclass
 class Subnet:
     name: str
     region: str
     ip_cidr_range: str
+    network: str = ""  # filled in on the copies get_subnet/list_subnets return
 
 
 @dataclass
@@ -100,6 +123,9 @@ class Network:
     name: str
     subnets: list[Subnet] = field(default_factory=list)
     created_by: str = ""  # "xpk" for the networks xpk's Cluster Toolkit makes
+    auto_create_subnetworks: bool = False  # auto mode (the `default` network is)
+    mtu: int = 0  # 0: the GCE default (1460), or 8896 for xpk's networks
+    description: str = ""
 
     @property
     def path(self) -> str:
@@ -134,6 +160,31 @@ class Peering:
         return self.service.replace(".", "-")  # servicenetworking-googleapis-com, as GCE names it
 
 
+@dataclass
+class Firewall:
+    """A VPC firewall rule (compute.v1 Firewall). allowed/denied: [{"IPProtocol": "tcp", "ports": ["22"]}]."""
+
+    project: str
+    name: str
+    network: str
+    direction: str = "INGRESS"
+    priority: int = 1000
+    source_ranges: list[str] = field(default_factory=list)
+    destination_ranges: list[str] = field(default_factory=list)
+    source_tags: list[str] = field(default_factory=list)
+    target_tags: list[str] = field(default_factory=list)
+    allowed: list[dict[str, Any]] = field(default_factory=list)
+    denied: list[dict[str, Any]] = field(default_factory=list)
+    description: str = ""
+    disabled: bool = False
+    created_by: str = ""
+    creation_timestamp: str = ""
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/global/firewalls/{self.name}"
+
+
 @dataclass(frozen=True)
 class WorldEvent:
     """A change subscribers hear about. kind: cluster_running, cluster_deleted, node_pool_ready,
@@ -158,6 +209,9 @@ class _Project:
     instances: dict[str, lustre_v1.Instance] = field(default_factory=dict)  # key full name
     next_range: int = 90  # second octet of the next auto-allocated 10.x.0.0 range
     lustre_hosts: dict[str, int] = field(default_factory=dict)  # range name -> IPs handed out
+    firewalls: dict[str, Firewall] = field(default_factory=dict)
+    compute_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # GCE Operation state by name
+    default_network_made: bool = False  # compute.googleapis.com made `default` once
 
 
 @dataclass
@@ -198,16 +252,20 @@ def _check_gce_name(kind: str, name: str) -> None:
 class World:
     """The emulated projects; see the module docstring."""
 
-    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None,
-                 record: Record | None = None) -> None:
+    def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None, *,
+                 enabled_services: Iterable[str] = (), record: Record | None = None) -> None:
+        """enabled_services: APIs every NEW project starts with beyond Google's default set (a test
+        harness opt-in; see the module docstring). record: where operations are recorded
+        (`self.record`); None makes a private one (no file)."""
         self.state_dir = Path(state_dir)
-        self.record = record or Record(None, clock.speed)
         # Lustre capacity quota in GiB per zone and network (None: unlimited); an int for every
         # zone or {zone: GiB}. Settable from tests and by the daemon's --lustre-quota-gib.
         self.lustre_quota_gib: int | dict[str, int] | None = None
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.faults = faults
+        self.enabled_services = frozenset(enabled_services)
+        self.record = record if record is not None else Record(None, clock.speed)
         self._projects: dict[str, _Project] = {}
         self._lro = LroStore()
         self._due: list[_Due] = []
@@ -341,7 +399,7 @@ class World:
         if not project or "/" in project:
             raise InvalidArgument(f"project {project!r} is invalid")
         if project not in self._projects:
-            self._projects[project] = _new_project(project)
+            self._projects[project] = _new_project(project, self.enabled_services)
         return self._projects[project]
 
     def projects(self) -> list[str]:
@@ -350,13 +408,20 @@ class World:
     # ---- VPC networks ----------------------------------------------------------------------------
 
     def create_network(self, project: str, name: str, *, subnets: Sequence[Subnet] = (),
-                       created_by: str = "") -> Network:
+                       created_by: str = "", auto_create_subnetworks: bool = False, mtu: int = 0,
+                       description: str = "") -> Network:
+        """An auto-mode network (auto_create_subnetworks) gets one subnet per AUTO_SUBNETS region."""
         self._tick()
         _check_gce_name("network", name)
         p = self._project(project)
         if name in p.networks:
             raise AlreadyExists(f"The resource '{p.networks[name].path}' already exists")
-        p.networks[name] = Network(project, name, [copy.copy(s) for s in subnets], created_by)
+        if mtu and not 1300 <= mtu <= 8896:  # compute.v1 Network.mtu: "minimum 1300 ... maximum 8896"
+            raise InvalidArgument(f"Invalid value for field 'resource.mtu': '{mtu}'. Must be between 1300 and 8896.")
+        if auto_create_subnetworks and not subnets:
+            subnets = [Subnet(name, r, c) for r, c in AUTO_SUBNETS]
+        p.networks[name] = Network(project, name, [copy.copy(s) for s in subnets], created_by,
+                                   auto_create_subnetworks, mtu, description)
         self._commit()
         return copy.deepcopy(p.networks[name])
 
@@ -374,19 +439,200 @@ class World:
         self._tick()
         return [copy.deepcopy(n) for _, n in sorted(self._project(project).networks.items())]
 
-    def delete_network(self, project: str, name: str) -> None:
-        """Refused while an address, peering, cluster or Lustre instance uses it, as GCE does."""
+    def delete_network(self, project: str, name: str, *, cascade_subnets: bool = True) -> None:
+        """Refused while an address, peering, firewall rule, cluster or Lustre instance uses it, as
+        GCE does ("Error 400: The network resource '...' is already being used by '...',
+        resourceInUseByAnotherResource"). cascade_subnets=False (the Compute REST path) also
+        refuses a custom-mode network that still has subnets; xpk's teardown takes them along."""
         self._tick()
         net = self._network(project, name)
         p = self._project(project)
         users = [a.path for a in p.addresses.values() if a.network == name]
         users += [f"{net.path}/peerings/{x.name}" for x in p.peerings.values() if x.network == name]
+        users += [f.path for f in p.firewalls.values() if f.network == name]
         users += [c.self_link for c in p.clusters.values() if c.network == name]
         users += [i.name for q in self._projects.values() for i in q.instances.values() if i.network == net.path]
+        if not cascade_subnets and not net.auto_create_subnetworks:
+            users += [f"projects/{project}/regions/{s.region}/subnetworks/{s.name}" for s in net.subnets]
         if users:
-            raise FailedPrecondition(f"The network resource '{net.path}' is already being used by '{users[0]}'")
+            raise InUse(f"The network resource '{net.path}' is already being used by '{users[0]}'")
         del p.networks[name]
         self._commit()
+
+    def remove_peering(self, project: str, network: str, peering: str) -> None:
+        """compute networks.removePeering: drop the peering from the consumer side at once - the
+        known fallback when Service Networking refuses to delete the connection
+        (hashicorp/terraform-provider-google 19908, GoogleCloudPlatform/magic-modules 18476).
+        The Service Networking connection is this same peering here, so it goes too; whether the
+        real producer side lingers is not verified."""
+        self._tick()
+        self._network(project, network)
+        p = self._project(project)
+        key = next((k for k, x in p.peerings.items() if x.network == network and x.name == peering), None)
+        if key is None:
+            # Wording not verified against GCE.
+            raise InvalidArgument(f"There is no peering named '{peering}' on network "
+                                  f"'projects/{project}/global/networks/{network}'")
+        del p.peerings[key]
+        self._commit()
+
+    # ---- subnetworks ------------------------------------------------------------------------------
+
+    def create_subnet(self, project: str, region: str, name: str, *, network: str, ip_cidr_range: str) -> Subnet:
+        """compute subnetworks.insert into a custom-mode network (names are unique per region)."""
+        self._tick()
+        _check_gce_name("subnetwork", name)
+        net = self._network(project, network)
+        if any(s.name == name and s.region == region for n in self._project(project).networks.values()
+               for s in n.subnets):
+            raise AlreadyExists(f"The resource 'projects/{project}/regions/{region}/subnetworks/{name}' already exists")
+        try:
+            ipaddress.IPv4Network(ip_cidr_range)
+        except ValueError:
+            raise InvalidArgument(f"Invalid value for field 'resource.ipCidrRange': '{ip_cidr_range}'. "
+                                  "Invalid IPCidrRange.") from None
+        net.subnets.append(Subnet(name, region, ip_cidr_range))
+        self._commit()
+        return self.get_subnet(project, region, name)
+
+    def _subnet(self, project: str, region: str, name: str) -> tuple[Network, Subnet]:
+        for net in self._project(project).networks.values():
+            for sub in net.subnets:
+                if sub.name == name and sub.region == region:
+                    return net, sub
+        raise NotFound(f"The resource 'projects/{project}/regions/{region}/subnetworks/{name}' was not found")
+
+    def get_subnet(self, project: str, region: str, name: str) -> Subnet:
+        self._tick()
+        net, sub = self._subnet(project, region, name)
+        return dataclasses.replace(sub, network=net.name)
+
+    def list_subnets(self, project: str, region: str | None = None) -> list[Subnet]:
+        """Every subnet of the project (sorted by region, name), or one region's."""
+        self._tick()
+        subs = [dataclasses.replace(s, network=n.name) for n in self._project(project).networks.values()
+                for s in n.subnets if region is None or s.region == region]
+        return sorted(subs, key=lambda s: (s.region, s.name))
+
+    def delete_subnet(self, project: str, region: str, name: str) -> None:
+        """Refused while a GKE cluster uses it."""
+        self._tick()
+        net, sub = self._subnet(project, region, name)
+        path = f"projects/{project}/regions/{region}/subnetworks/{name}"
+        users = [c.self_link for c in self._project(project).clusters.values()
+                 if c.subnetwork == name and region_of(c.location) == region]
+        if users:
+            raise InUse(f"The subnetwork resource '{path}' is already being used by '{users[0]}'")
+        net.subnets.remove(sub)
+        self._commit()
+
+    # ---- firewall rules ---------------------------------------------------------------------------
+
+    def create_firewall(self, project: str, rule: Firewall) -> Firewall:
+        """compute firewalls.insert: the network must exist; exactly one of allowed/denied."""
+        self._tick()
+        _check_gce_name("firewall", rule.name)
+        p = self._project(project)
+        if rule.name in p.firewalls:
+            raise AlreadyExists(f"The resource '{p.firewalls[rule.name].path}' already exists")
+        self._network(project, rule.network)
+        if bool(rule.allowed) == bool(rule.denied):
+            raise InvalidArgument("Invalid value for field 'resource': exactly one of 'allowed' or 'denied' "
+                                  "must be set")  # wording not verified
+        if rule.direction not in ("INGRESS", "EGRESS"):
+            raise InvalidArgument(f"Invalid value for field 'resource.direction': '{rule.direction}'")
+        made = dataclasses.replace(rule, project=project, creation_timestamp=rule.creation_timestamp or _gce_now())
+        if made.direction == "INGRESS" and not (made.source_ranges or made.source_tags):
+            made.source_ranges = ["0.0.0.0/0"]  # the API's default for an ingress rule without sources
+        p.firewalls[made.name] = made
+        self._commit()
+        return copy.deepcopy(made)
+
+    def get_firewall(self, project: str, name: str) -> Firewall:
+        self._tick()
+        rule = self._project(project).firewalls.get(name)
+        if rule is None:
+            raise NotFound(f"The resource 'projects/{project}/global/firewalls/{name}' was not found")
+        return copy.deepcopy(rule)
+
+    def list_firewalls(self, project: str, network: str | None = None) -> list[Firewall]:
+        self._tick()
+        return [copy.deepcopy(f) for _, f in sorted(self._project(project).firewalls.items())
+                if network is None or f.network == network]
+
+    def delete_firewall(self, project: str, name: str) -> None:
+        self.get_firewall(project, name)
+        del self._project(project).firewalls[name]
+        self._commit()
+
+    # ---- GCE Operation objects (the Compute REST surface shows them) -----------------------------
+
+    @staticmethod
+    def new_compute_op_name() -> str:
+        return f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:13]}-{uuid.uuid4().hex[:8]}-" \
+               f"{uuid.uuid4().hex[:8]}"
+
+    def start_compute_op(self, project: str, verb: str, target: str, *, region: str = "",
+                         done: bool = False, name: str | None = None) -> dict[str, Any]:
+        """A compute#operation for `verb` ("insert", "delete", "removePeering") on `target`
+        ("projects/P/global/addresses/N"); recorded as compute.<collection>.<verb>."""
+        name = name or self.new_compute_op_name()
+        collection = target.split("/")[-2]
+        op = {"name": name, "id": str(int(uuid.uuid4().hex[:15], 16)), "operationType": verb, "target": target,
+              "region": region, "status": "RUNNING", "progress": 0, "insertTime": _gce_now(),
+              "startTime": _gce_now(), "rec": self.record.start(f"compute.{collection}.{verb}", target)}
+        self._project(project).compute_ops[name] = op
+        if done:
+            self._finish_compute_op(project, name)
+        self._commit()
+        return dict(op)
+
+    def _finish_compute_op(self, project: str, name: str | None, error: CloudError | None = None,
+                           http_status: int = 0) -> None:
+        op = self._project(project).compute_ops.get(name or "")
+        if op is None or op["status"] == "DONE":
+            return
+        op.update(status="DONE", progress=100, endTime=_gce_now())
+        if error is not None:
+            op["error"] = {"errors": [{"code": getattr(error, "compute_reason", "") or error.code,
+                                       "message": error.message}]}
+            op["httpErrorStatusCode"], op["httpErrorMessage"] = http_status or 400, error.code.replace("_", " ")
+        self.record.end(int(op["rec"]), error.message if error is not None else None)
+
+    def get_compute_op(self, project: str, name: str, region: str = "") -> dict[str, Any]:
+        self._tick()
+        op = self._project(project).compute_ops.get(name)
+        if op is None or op.get("region", "") != region:
+            where = f"regions/{region}" if region else "global"
+            raise NotFound(f"The resource 'projects/{project}/{where}/operations/{name}' was not found")
+        return dict(op)
+
+    async def wait_compute_op(self, project: str, name: str, region: str = "",
+                              timeout: float | None = None) -> dict[str, Any]:
+        """globalOperations.wait: returns when DONE or after `timeout` (the API waits up to 2 minutes)."""
+        self.get_compute_op(project, name, region)
+        ops = self._project(project).compute_ops
+        try:
+            await self._wait(lambda: ops[name]["status"] == "DONE", timeout)
+        except TimeoutError:
+            pass
+        return self.get_compute_op(project, name, region)
+
+    def insert_address(self, project: str, name: str, *, network: str, purpose: str = "VPC_PEERING",
+                       prefix_length: int = 16, address: str | None = None) -> dict[str, Any]:
+        """globalAddresses.insert: RESERVING now, RESERVED and the operation DONE after address_create."""
+        self._tick()
+        op_name = self.new_compute_op_name()
+        self._begin_create_address(project, name, network=network, purpose=purpose,
+                                         prefix_length=prefix_length, address=address, compute_op=op_name)
+        return self.start_compute_op(project, "insert", f"projects/{project}/global/addresses/{name}", name=op_name)
+
+    def remove_address(self, project: str, name: str) -> dict[str, Any]:
+        """globalAddresses.delete: gone and the operation DONE after address_delete."""
+        self._tick()
+        op_name = self.new_compute_op_name()
+        self._begin_delete_address(project, name, compute_op=op_name)
+        return self.start_compute_op(project, "delete", f"projects/{project}/global/addresses/{name}", name=op_name)
 
     # ---- global addresses (allocated ranges for private services access) ------------------------
 
@@ -394,6 +640,13 @@ class World:
                              prefix_length: int = 16, address: str | None = None) -> Address:
         """Reserve a global range (takes address_create); the address is 10.x.0.0 unless given."""
         self._tick()
+        seq = self._begin_create_address(project, name, network=network, purpose=purpose,
+                                         prefix_length=prefix_length, address=address)
+        await self._wait_due(seq)
+        return self.get_address(project, name)
+
+    def _begin_create_address(self, project: str, name: str, *, network: str, purpose: str, prefix_length: int,
+                              address: str | None, compute_op: str | None = None) -> int:
         _check_gce_name("address", name)
         p = self._project(project)
         if name in p.addresses:
@@ -412,14 +665,22 @@ class World:
             except ValueError:
                 raise InvalidArgument(f"address {address!r} is not an IPv4 address") from None
         p.addresses[name] = Address(project, name, network, purpose, prefix_length, address, "RESERVING")
+        args: dict[str, Any] = {"project": project, "name": name}
+        if compute_op:
+            args["compute_op"] = compute_op
+        else:
+            args["rec"] = self.record.start("compute.addresses.insert", f"projects/{project}/global/addresses/{name}")
+        seq = self._schedule("address_reserved", args, key="address_create")
         self._commit()
-        await self._wait_due(self._schedule("address_reserved", {"project": project, "name": name},
-                                            key="address_create"))
-        return self.get_address(project, name)
+        return seq
 
-    def _on_address_reserved(self, project: str, name: str) -> None:
+    def _on_address_reserved(self, project: str, name: str, compute_op: str | None = None,
+                             rec: int | None = None) -> None:
         if name in self._project(project).addresses:
             self._project(project).addresses[name].status = "RESERVED"
+        self._finish_compute_op(project, compute_op)
+        if rec is not None:
+            self.record.end(rec)
 
     def get_address(self, project: str, name: str) -> Address:
         self._tick()
@@ -434,19 +695,32 @@ class World:
 
     async def delete_address(self, project: str, name: str) -> None:
         """Release a range (takes address_delete); refused while a peering uses it."""
+        await self._wait_due(self._begin_delete_address(project, name))
+
+    def _begin_delete_address(self, project: str, name: str, compute_op: str | None = None) -> int:
         addr = self.get_address(project, name)
         p = self._project(project)
         for peering in p.peerings.values():
             if name in peering.ranges:
-                raise FailedPrecondition(
+                raise InUse(
                     f"The address resource '{addr.path}' is already being used by "
                     f"'projects/{project}/global/networks/{peering.network}/peerings/{peering.name}'"
                 )
-        await self._wait_due(self._schedule("address_gone", {"project": project, "name": name},
-                                            key="address_delete"))
+        args: dict[str, Any] = {"project": project, "name": name}
+        if compute_op:
+            args["compute_op"] = compute_op
+        else:
+            args["rec"] = self.record.start("compute.addresses.delete", addr.path)
+        seq = self._schedule("address_gone", args, key="address_delete")
+        self._commit()
+        return seq
 
-    def _on_address_gone(self, project: str, name: str) -> None:
+    def _on_address_gone(self, project: str, name: str, compute_op: str | None = None,
+                         rec: int | None = None) -> None:
         self._project(project).addresses.pop(name, None)
+        self._finish_compute_op(project, compute_op)
+        if rec is not None:
+            self.record.end(rec)
 
     # ---- service networking peerings -------------------------------------------------------------
 
@@ -514,13 +788,15 @@ class World:
         return [copy.deepcopy(x) for _, x in items if network is None or x.network == network]
 
     async def delete_peering(self, project: str, network: str, service: str = SERVICE_NETWORKING) -> None:
-        """Takes peering_delete; refused while a Lustre instance uses the network."""
+        """Takes peering_delete; refused while a Lustre instance on the network exists in ANY state
+        (DELETING included: it is refused until the instance is fully gone), with the real text
+        (hashicorp/terraform-provider-google 19908). compute networks.removePeering is the fallback."""
         self.get_peering(project, network, service)
         users = self._lustre_on(project, network)
         if users:
             raise FailedPrecondition(
                 "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) "
-                f"are still using this connection: {users[0]}"
+                "are still using this connection."
             )
         key = f"{network}|{service}"
         self._project(project).peerings[key].status = "DELETING"
@@ -536,25 +812,104 @@ class World:
 
     # ---- service usage ---------------------------------------------------------------------------
 
+    def resolve_project(self, ref: str) -> str:
+        """A project ID for `ref`, which may be the ID or a known project's number (the APIs
+        accept both in resource names)."""
+        if ref.isdigit():
+            for pid in self._projects:
+                if str(project_number(pid)) == ref:
+                    return pid
+        return ref
+
+    def service_enabled(self, project: str, api: str) -> bool:
+        self._tick()
+        return api in self._project(self.resolve_project(project)).services
+
+    def require_service(self, project: str, api: str) -> None:
+        """Refuse (PERMISSION_DENIED, ErrorInfo SERVICE_DISABLED) unless `api` is enabled in
+        `project`: the one gate every surface (gRPC, Compute REST, control routes) calls."""
+        pid = self.resolve_project(project)
+        if not self.service_enabled(pid, api):
+            raise apis.service_disabled(api, pid, project_number(pid))
+
+    def gate_grpc(self, service: str, request: Any) -> None:
+        """grpc_util.guard's gate: the API behind gRPC `service`, in the request's project."""
+        api = apis.GRPC_SERVICE_APIS.get(service)
+        project = apis.project_of_request(request) if api else None
+        if api and project and project != "-":
+            self.require_service(project, api)
+
+    def start_enable_services(self, project: str, services: Iterable[str], *,
+                              batch: bool = True) -> operations_pb2.Operation:
+        """serviceusage EnableService/BatchEnableServices: a google.longrunning operation named
+        `operations/acf.p2-<number>-<uuid>` (the name gcloud prints), done after enable_apis with an
+        EnableServiceResponse (batch=False) or BatchEnableServicesResponse; at once when all of
+        them are on already. Enabling compute.googleapis.com the first time makes `default`."""
+        from google.cloud import service_usage_v1
+
+        self._tick()
+        pid = self.resolve_project(project)
+        wanted = list(dict.fromkeys(services))
+        if not wanted:
+            raise InvalidArgument("service_ids must name at least one service")
+        if len(wanted) > 20:  # BatchEnableServicesRequest.service_ids: "at most 20"
+            raise InvalidArgument(f"service_ids names {len(wanted)} services: a batch enables at most 20")
+        for name in wanted:
+            if not apis.valid_api_name(name):
+                raise InvalidArgument(f"service {name!r} is not a Google API name like compute.googleapis.com")
+        number = project_number(pid)
+        op_name = f"operations/acf.p2-{number}-{uuid.uuid4()}"
+        meta = service_usage_v1.OperationMetadata(resource_names=[f"services/{s}" for s in wanted])
+        op = self._lro.start(op_name, meta)
+        rec = self.record.start("serviceusage.batchEnable" if batch else "serviceusage.enable",
+                                f"projects/{number}", services=wanted)
+        new = [s for s in wanted if s not in self._project(pid).services]
+        args = {"project": pid, "services": new, "operation": op_name, "batch": batch, "wanted": wanted, "rec": rec}
+        if new:
+            self._schedule("services_enabled", args, key="enable_apis")
+        else:
+            self._on_services_enabled(**args)
+        self._commit()
+        self._arm()
+        return self._lro.get(op_name)
+
     async def enable_services(self, project: str, services: Iterable[str]) -> list[str]:
         """`gcloud services enable` (one enable_apis wait for the batch); returns all enabled."""
-        self._tick()
-        wanted = list(dict.fromkeys(services))
-        for name in wanted:
-            if not re.match(r"^[a-z0-9-]+(\.[a-z0-9-]+)*\.googleapis\.com$", name):
-                raise InvalidArgument(f"service {name!r} is not a Google API name like compute.googleapis.com")
-        new = [s for s in wanted if s not in self._project(project).services]
-        if new:
-            await self._wait_due(self._schedule("services_enabled", {"project": project, "services": new},
-                                                key="enable_apis"))
+        op = self.start_enable_services(project, services)
+        await self.wait_operation(op.name)
         return self.list_services(project)
 
-    def _on_services_enabled(self, project: str, services: list[str]) -> None:
-        self._project(project).services.update(services)
+    def _on_services_enabled(self, project: str, services: list[str], operation: str | None = None,
+                             batch: bool = True, wanted: list[str] | None = None, rec: int | None = None) -> None:
+        p = self._project(project)
+        p.services.update(services)
+        if apis.COMPUTE in services and not p.default_network_made:
+            _add_default_network(p, private_services_access=False)
+        if operation is not None and self._lro.running(operation):
+            from google.cloud import service_usage_v1
+
+            done = [self.get_service(project, s) for s in (wanted or services)]
+            response: Any = (service_usage_v1.BatchEnableServicesResponse(services=done) if batch
+                             else service_usage_v1.EnableServiceResponse(service=done[0]))
+            self._lro.finish(operation, metadata=self._lro.metadata(operation, service_usage_v1.OperationMetadata),
+                             response=response)
+        if rec is not None:
+            self.record.end(rec)
 
     def list_services(self, project: str) -> list[str]:
+        """The enabled APIs (Google's default set included), sorted."""
         self._tick()
-        return sorted(self._project(project).services)
+        return sorted(self._project(self.resolve_project(project)).services)
+
+    def get_service(self, project: str, api: str) -> Any:
+        """serviceusage.v1 Service: name/parent by project NUMBER, as the API answers."""
+        from google.cloud import service_usage_v1
+
+        pid = self.resolve_project(project)
+        parent = f"projects/{project_number(pid)}"
+        state = service_usage_v1.State.ENABLED if api in self._project(pid).services else service_usage_v1.State.DISABLED
+        return service_usage_v1.Service(name=f"{parent}/services/{api}", parent=parent, state=state,
+                                        config=service_usage_v1.ServiceConfig(name=api, title=apis.title(api)))
 
     # ---- GKE clusters ----------------------------------------------------------------------------
 
@@ -1126,17 +1481,58 @@ class World:
 # ---- helpers kept out of the class -----------------------------------------------------------------
 
 
-def _new_project(project: str) -> _Project:
-    """A fresh project: `default` network with private services access already set up."""
+# An auto-mode network's subnets: the sandbox makes two of the per-region ones (10.128.0.0/9 ranges).
+AUTO_SUBNETS = (("us-east1", "10.142.0.0/20"), ("us-central1", "10.128.0.0/20"))
+
+
+def _gce_now() -> str:
+    """creationTimestamp/insertTime as GCE writes them (RFC 3339 with an offset)."""
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def _default_firewalls(project: str) -> list[Firewall]:
+    """The default network's four pre-populated rules (cloud.google.com/vpc/docs/firewalls
+    #more_rules_default_vpc; shapes from a real listing, gist l4rz/29a04343905bf6329a4e9d619ca70d31)."""
+    any_ip = ["0.0.0.0/0"]
+    return [
+        Firewall(project, "default-allow-internal", "default", priority=65534, source_ranges=["10.128.0.0/9"],
+                 allowed=[{"IPProtocol": "tcp", "ports": ["0-65535"]}, {"IPProtocol": "udp", "ports": ["0-65535"]},
+                          {"IPProtocol": "icmp"}],
+                 description="Allow internal traffic on the default network"),
+        Firewall(project, "default-allow-ssh", "default", priority=65534, source_ranges=any_ip,
+                 allowed=[{"IPProtocol": "tcp", "ports": ["22"]}], description="Allow SSH from anywhere"),
+        Firewall(project, "default-allow-rdp", "default", priority=65534, source_ranges=any_ip,
+                 allowed=[{"IPProtocol": "tcp", "ports": ["3389"]}], description="Allow RDP from anywhere"),
+        Firewall(project, "default-allow-icmp", "default", priority=65534, source_ranges=any_ip,
+                 allowed=[{"IPProtocol": "icmp"}], description="Allow ICMP from anywhere"),
+    ]
+
+
+def _add_default_network(p: _Project, *, private_services_access: bool) -> None:
+    """The auto-mode `default` network and its firewall rules (what enabling compute makes);
+    private_services_access adds the harness shortcut (a /16 range and the peering)."""
+    project = p.id
+    p.default_network_made = True
+    if "default" not in p.networks:
+        p.networks["default"] = Network(project, "default", [Subnet("default", r, c) for r, c in AUTO_SUBNETS],
+                                        auto_create_subnetworks=True)
+    now = _gce_now()
+    for rule in _default_firewalls(project):
+        p.firewalls.setdefault(rule.name, dataclasses.replace(rule, creation_timestamp=now))
+    if private_services_access:
+        p.addresses["google-managed-services-default"] = Address(
+            project, "google-managed-services-default", "default", "VPC_PEERING", 16, "10.80.0.0")
+        p.peerings[f"default|{SERVICE_NETWORKING}"] = Peering(
+            project, "default", SERVICE_NETWORKING, ["google-managed-services-default"])
+
+
+def _new_project(project: str, enabled: Iterable[str] = ()) -> _Project:
+    """A fresh project: Google's default APIs (+ a harness's `enabled`); with compute among them,
+    the `default` network, which then also has private services access (harness shortcut)."""
     p = _Project(project)
-    p.networks["default"] = Network(project, "default", [
-        Subnet("default", "us-east1", "10.142.0.0/20"),
-        Subnet("default", "us-central1", "10.128.0.0/20"),
-    ])
-    p.addresses["google-managed-services-default"] = Address(
-        project, "google-managed-services-default", "default", "VPC_PEERING", 16, "10.80.0.0")
-    p.peerings[f"default|{SERVICE_NETWORKING}"] = Peering(
-        project, "default", SERVICE_NETWORKING, ["google-managed-services-default"])
+    p.services = set(apis.DEFAULT_ENABLED) | set(enabled)
+    if apis.COMPUTE in p.services:
+        _add_default_network(p, private_services_access=True)
     return p
 
 
@@ -1201,6 +1597,9 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
         "instances": [json.loads(lustre_v1.Instance.to_json(i)) for i in p.instances.values()],
         "next_range": p.next_range,
         "lustre_hosts": p.lustre_hosts,
+        "firewalls": [dataclasses.asdict(f) for f in p.firewalls.values()],
+        "compute_ops": list(p.compute_ops.values()),
+        "default_network_made": p.default_network_made,
     }
 
 
@@ -1210,6 +1609,8 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
 
     p = _Project(pid)
     for n in d["networks"]:
+        # Files from before auto_create_subnetworks: `default` was the one auto-mode network.
+        n = {"auto_create_subnetworks": n["name"] == "default", **n}
         net = Network(**{**n, "subnets": [Subnet(**s) for s in n["subnets"]]})
         p.networks[net.name] = net
     p.addresses = {a["name"]: Address(**a) for a in d["addresses"]}
@@ -1222,4 +1623,8 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
     p.instances = {i.name: i for i in (proto(lustre_v1.Instance, x) for x in d["instances"])}
     p.next_range = int(d["next_range"])
     p.lustre_hosts = {k: int(v) for k, v in d["lustre_hosts"].items()}
+    # Written since the Compute REST surface (older files have none of these).
+    p.firewalls = {f["name"]: Firewall(**f) for f in d.get("firewalls", [])}
+    p.compute_ops = {o["name"]: dict(o) for o in d.get("compute_ops", [])}
+    p.default_network_made = bool(d.get("default_network_made", "default" in p.networks))
     return p

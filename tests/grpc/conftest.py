@@ -14,15 +14,23 @@ import pytest
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_container import add_container_service
 from rltui.sandbox.grpc_lustre import add_lustre_services
+from rltui.sandbox.grpc_serviceusage import add_service_usage_service
+from rltui.sandbox.grpc_util import guard
 from rltui.sandbox.profile import Clock, LatencyProfile
+from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.world import World
 
 
 class Sandbox:
-    def __init__(self, state_dir: Path, speed: float = 6000.0, faults: Faults | None = None) -> None:
+    """enabled_services: what each new project starts with (the codelab's four by default, so the
+    service tests need not enable them; () is Google's fresh project)."""
+
+    def __init__(self, state_dir: Path, speed: float = 6000.0, faults: Faults | None = None,
+                 enabled_services: tuple[str, ...] = CODELAB_APIS) -> None:
         self.state_dir = state_dir
         self.speed = speed
         self.faults = faults
+        self.enabled_services = enabled_services
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.world: World
@@ -35,10 +43,13 @@ class Sandbox:
         return self
 
     async def _start(self) -> None:
-        self.world = World(self.state_dir, Clock(LatencyProfile.load(), speed=self.speed, seed=1), self.faults)
+        self.world = World(self.state_dir, Clock(LatencyProfile.load(), speed=self.speed, seed=1), self.faults,
+                           enabled_services=self.enabled_services)
         self.server = grpc.aio.server()
+        guard(self.server, gate=self.world.gate_grpc, record=self.world.record)
         add_lustre_services(self.server, self.world)
         add_container_service(self.server, self.world)
+        add_service_usage_service(self.server, self.world)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
 
@@ -78,8 +89,9 @@ def make_sandbox(tmp_path: Path) -> Iterator[Callable[..., Sandbox]]:
     """Start sandboxes with other speeds/faults; all are stopped at the end."""
     boxes: list[Sandbox] = []
 
-    def make(speed: float = 6000.0, faults: Faults | None = None, state: str = "state") -> Sandbox:
-        boxes.append(Sandbox(tmp_path / state, speed, faults).start())
+    def make(speed: float = 6000.0, faults: Faults | None = None, state: str = "state",
+             enabled_services: tuple[str, ...] = CODELAB_APIS) -> Sandbox:
+        boxes.append(Sandbox(tmp_path / state, speed, faults, enabled_services).start())
         return boxes[-1]
 
     yield make

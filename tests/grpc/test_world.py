@@ -13,6 +13,7 @@ from google.cloud import container_v1, lustre_v1
 
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.profile import Clock, LatencyProfile
+from rltui.sandbox.services import CODELAB_APIS, DEFAULT_ENABLED
 from rltui.sandbox.world import FailedPrecondition, InvalidArgument, NotFound, World
 
 PROJECT = "any-project-id-works"
@@ -21,7 +22,7 @@ State = lustre_v1.Instance.State
 
 
 def world_at(state_dir: Path, speed: float = 6000.0) -> World:
-    return World(state_dir, Clock(LatencyProfile.load(), speed=speed, seed=2))
+    return World(state_dir, Clock(LatencyProfile.load(), speed=speed, seed=2), enabled_services=CODELAB_APIS)
 
 
 def codelab_instance(network: str = "default") -> lustre_v1.Instance:
@@ -43,7 +44,7 @@ async def test_a_new_world_on_the_same_state_dir_sees_everything(tmp_path: Path)
     assert inst == before and inst.state == State.ACTIVE and dict(inst.labels) == {"team": "rl"}
     assert again.get_operation(op.name).done
     assert again.get_cluster(PROJECT, "us-east1", "ray-a4-gpu-spot").status == container_v1.Cluster.Status.RUNNING
-    assert again.list_services(PROJECT) == ["container.googleapis.com", "lustre.googleapis.com"]
+    assert again.list_services(PROJECT) == sorted(DEFAULT_ENABLED | set(CODELAB_APIS))
     assert again.lustre_dir(PROJECT, ZONE, "rl-demo-gpu-lustre").is_dir()
     assert json.loads((tmp_path / "world.json").read_text())["version"] == 1
     again.close()

@@ -28,6 +28,7 @@ from rltui.config import RLConfig, parse_config
 from rltui.sandbox.kube import KubeStore, make_app, write_kubeconfig
 from rltui.sandbox.kuberay import KubeRayController, add_preempt_route
 from rltui.sandbox.profile import Clock, LatencyProfile, Operation
+from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.world import World, region_of
 
 PROJECT = "rl-sandbox-test"
@@ -70,7 +71,8 @@ class Box:
     async def _start(self) -> None:
         from aiohttp import web
 
-        self.world = World(self.root / "world", Clock(self.world_profile, SPEED, seed=1))
+        self.world = World(self.root / "world", Clock(self.world_profile, SPEED, seed=1),
+                           enabled_services=CODELAB_APIS)
         self.store = KubeStore(self.root / "kube")
         self.controller = self._controller()
         app = make_app(self.store, bookmark_interval=0.3, tick=0.1)

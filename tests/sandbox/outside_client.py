@@ -7,11 +7,13 @@ Prints one line per check; exits non-zero at the first surprise.
 import json
 import subprocess
 import sys
+import time
 
 import grpc
 from google.api_core import exceptions
-from google.cloud import container_v1, lustre_v1, monitoring_v3
+from google.cloud import compute_v1, container_v1, lustre_v1, monitoring_v3, service_usage_v1
 from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcTransport
+from google.cloud.service_usage_v1.services.service_usage.transports import ServiceUsageGrpcTransport
 from google.cloud.lustre_v1.services.lustre.transports import LustreGrpcTransport
 from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
 from google.api_core import operation as _op  # noqa: F401  (LRO types)
@@ -40,6 +42,36 @@ def refused(what, exc_type, call):
 
 lustre = lustre_v1.LustreClient(transport=LustreGrpcTransport(
     channel=grpc.insecure_channel(status["grpc"])))
+
+# A fresh project, as Google makes it: Lustre is off until enabled, and says so structurally.
+try:
+    lustre.list_instances(parent=PARENT)
+    check("Lustre answered in a fresh project", False)
+except exceptions.PermissionDenied as exc:
+    check(f"fresh project -> PermissionDenied {exc.reason}", exc.reason == "SERVICE_DISABLED")
+usage = service_usage_v1.ServiceUsageClient(transport=ServiceUsageGrpcTransport(
+    channel=grpc.insecure_channel(status["grpc"])))
+usage.batch_enable_services(request={"parent": f"projects/{PROJECT}", "service_ids": [
+    "lustre.googleapis.com", "compute.googleapis.com", "servicenetworking.googleapis.com",
+    "container.googleapis.com"]}).result(timeout=60)
+enabled = [s.config.name for s in usage.list_services(request={"parent": f"projects/{PROJECT}",
+                                                               "filter": "state:ENABLED"})]
+check(f"enabled: {len(enabled)} services incl. lustre", "lustre.googleapis.com" in enabled)
+# Private services access on `default` (enabling compute made the network): the codelab's steps.
+from google.auth.credentials import AnonymousCredentials  # noqa: E402
+addresses = compute_v1.GlobalAddressesClient(client_options={"api_endpoint": status["compute"]},
+                                             credentials=AnonymousCredentials())
+addresses.insert(project=PROJECT, address_resource=compute_v1.Address(
+    name="google-managed-services-default", purpose="VPC_PEERING", address_type="INTERNAL", prefix_length=24,
+    network=f"projects/{PROJECT}/global/networks/default"))
+for _ in range(600):
+    if addresses.get(project=PROJECT, address="google-managed-services-default").status == "RESERVED":
+        break
+    time.sleep(0.05)
+out = subprocess.run(["gcloud", "services", "vpc-peerings", "connect", f"--project={PROJECT}",
+                      "--service=servicenetworking.googleapis.com", "--network=default",
+                      "--ranges=google-managed-services-default"], capture_output=True, text=True, timeout=60)
+check(f"peering connect -> {out.returncode}", out.returncode == 0)
 
 
 def instance(capacity=9000, throughput=1000, filesystem="lustre"):

@@ -42,17 +42,19 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     assert time.monotonic() - t0 < 10, "start must return once every endpoint answers, within 10 s"
     status = json.loads(run([*rltui, "sandbox", "status", "--json"], env).stdout)
     for key in ("pid", "grpc", "kube_api", "kubeconfig", "ray_dashboard", "lustre_root", "speed",
-                "faults"):
+                "faults", "compute", "record"):
         assert key in status, key
     assert status["grpc"].startswith("127.0.0.1:") and status["kube_api"].startswith("http://127.0.0.1:")
     (tmp_path / "status.json").write_text(json.dumps(status))
 
-    out = run([sys.executable, str(HERE / "outside_client.py"), str(tmp_path / "status.json")], env)
+    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}"}
+    out = run([sys.executable, str(HERE / "outside_client.py"), str(tmp_path / "status.json")], tools)
     assert out.stdout.rstrip().endswith("all checks passed"), out.stdout
 
     # A cluster, Lustre and a RayCluster through the fake tools and kubectl: a real Ray head runs.
-    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}"}
     p = ["--project=team-rl-sandbox-42"]
+    run(["gcloud", "services", "enable", "container.googleapis.com", "lustre.googleapis.com",
+         "compute.googleapis.com", "servicenetworking.googleapis.com", *p], tools)
     work = tmp_path / "work"
     work.mkdir()
     env_sh = work / "env.sh"
@@ -96,3 +98,8 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     assert [p for p in ray_procs if pid_alive(p)] == []
     assert [p for h in heads for p in session_members(h)] == []
     assert run([*rltui, "sandbox", "status"], env, check=False).returncode == 1
+    record = json.loads(Path(status["record"]).read_text())
+    assert record["calls"].get("grpc:Lustre/CreateInstance", 0) >= 1
+    assert record["calls"].get("compute:globalAddresses.insert", 0) >= 1
+    assert any(op["kind"] == "serviceusage.batchEnable" and op["end_ref_s"] is not None
+               for op in record["operations"])

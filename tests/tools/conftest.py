@@ -19,6 +19,7 @@ from rltui.sandbox.faults import Faults
 from rltui.sandbox.kube import KubeStore, make_app
 from rltui.sandbox.kube.kubeconfig import SANDBOX_TOKEN
 from rltui.sandbox.profile import Clock, LatencyProfile
+from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.tools.install import install_tools
 from rltui.sandbox.world import World
 
@@ -30,10 +31,12 @@ class Box:
 
     project = PROJECT
 
-    def __init__(self, root: Path, speed: float, faults: Faults | None) -> None:
+    def __init__(self, root: Path, speed: float, faults: Faults | None,
+                 enabled_services: tuple[str, ...] = CODELAB_APIS) -> None:
         self.root = root
         self.speed = speed
         self.faults = faults
+        self.enabled_services = enabled_services  # () for a fresh project, as Google makes it
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -48,7 +51,8 @@ class Box:
         self.kubeconfig = root / "kube" / "config"
 
     async def _start(self) -> None:
-        self.world = World(self.root / "state", Clock(LatencyProfile.load(), speed=self.speed, seed=1), self.faults)
+        self.world = World(self.root / "state", Clock(LatencyProfile.load(), speed=self.speed, seed=1), self.faults,
+                           enabled_services=self.enabled_services)
         app = make_app(KubeStore(None))
         add_control_routes(app, self.world, self.faults, "", SANDBOX_TOKEN)  # "": this app is the kube API
         self.runner = web.AppRunner(app, access_log=None)
@@ -97,8 +101,9 @@ class Box:
 def make_box(tmp_path: Path) -> Iterator[Callable[..., Box]]:
     boxes: list[Box] = []
 
-    def make(speed: float = 6000.0, faults: Faults | None = None) -> Box:
-        boxes.append(Box(tmp_path / f"box{len(boxes)}", speed, faults))
+    def make(speed: float = 6000.0, faults: Faults | None = None,
+             enabled_services: tuple[str, ...] = CODELAB_APIS) -> Box:
+        boxes.append(Box(tmp_path / f"box{len(boxes)}", speed, faults, enabled_services))
         return boxes[-1]
 
     yield make

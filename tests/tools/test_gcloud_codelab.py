@@ -24,11 +24,16 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
 
 
 def test_codelab_gcloud_sequence(make_box) -> None:
-    box = make_box(speed=1000)
+    box = make_box(speed=1000, enabled_services=())  # a fresh project, as Google makes it
     assert box.project == PROJECT
+    refused = box.tool("xpk", "cluster", "create", "--num-nodes=8", "--device-type=b200-8", "--spot",
+                       P, f"--zone={ZONE}", f"--cluster={CLUSTER}")
+    assert refused.returncode != 0 and "Kubernetes Engine API has not been used in project" in refused.stdout
+    before = ok(box.tool("gcloud", "services", "list", "--enabled", P, "--format=value(config.name)")).stdout.split()
+    assert "monitoring.googleapis.com" in before and not set(APIS) & set(before)  # Google's default set only
     ok(box.tool("gcloud", "services", "enable", *APIS, P))
     enabled = ok(box.tool("gcloud", "services", "list", "--enabled", P, "--format=value(config.name)")).stdout
-    assert sorted(enabled.split()) == sorted(APIS)
+    assert sorted(set(enabled.split()) - set(before)) == sorted(APIS)
 
     ok(box.tool("xpk", "cluster", "create", "--num-nodes=8", "--device-type=b200-8",
                 "--default-pool-cpu-machine-type=e2-standard-4", "--spot", "--enable-lustre-csi-driver",
@@ -101,9 +106,12 @@ def test_codelab_gcloud_sequence(make_box) -> None:
 
     # The address is held by the peering until that goes (the codelab's optional cleanup fails here).
     held = box.tool("gcloud", "compute", "addresses", "delete", ADDRESS, "--global", P, "--quiet")
-    assert held.returncode == 1 and "FAILED_PRECONDITION" in held.stderr
+    assert held.returncode == 1 and "Could not fetch resource:\n - The address resource" in held.stderr
+    assert "is already being used by" in held.stderr
     ok(box.tool("gcloud", "services", "vpc-peerings", "delete", "--service=servicenetworking.googleapis.com",
                 f"--network={NETWORK}", P, "--quiet"))
     ok(box.tool("gcloud", "compute", "addresses", "delete", ADDRESS, "--global", P, "--quiet"))
     missing = box.tool("gcloud", "compute", "addresses", "describe", ADDRESS, "--global", P)
-    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr == (f"ERROR: (gcloud.compute.addresses.describe) Could not fetch resource:\n"
+                              f" - The resource 'projects/{PROJECT}/global/addresses/{ADDRESS}' was not found\n")

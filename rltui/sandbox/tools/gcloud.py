@@ -1,6 +1,7 @@
 """A fake `gcloud` for the sandbox: the commands the codelab and rltui run, with gcloud's argv,
-output, --format and errors (`ERROR: (gcloud.x.y) CODE: message` on stderr, exit 1; usage
-errors exit 2). Status lines go to stderr and resources to stdout, as gcloud does.
+output, --format and errors (`ERROR: (gcloud.x.y) CODE: message` on stderr, exit 1; compute
+commands print `ERROR: (gcloud.compute.x.y) Could not fetch resource:` and ` - message`, as the real
+one does; usage errors exit 2). Status lines go to stderr and resources to stdout, as gcloud does.
 
 Run as `python -m rltui.sandbox.tools.gcloud ARGS` (control URL from $RLTUI_SANDBOX_CONTROL)
 or through the wrapper `install_tools` writes.
@@ -189,6 +190,11 @@ def dispatch(argv: list[str], url: str | None, properties: Path | None) -> int:
     except Fail as exc:
         raise _Located(inv.name, exc) from None
     except ControlError as exc:
+        if path[0] == "compute" and exc.code != "UNAVAILABLE":
+            # gcloud compute's form for any API refusal: two lines, the second the API's message
+            # (FACTS.md: `ERROR: (gcloud.compute.addresses.describe) Could not fetch resource:` then
+            # ` - The resource 'projects/P/global/addresses/N' was not found`).
+            raise _Located(inv.name, Fail(f"Could not fetch resource:\n - {exc.message}")) from None
         raise _Located(inv.name, Fail(f"{exc.code}: {exc.message}")) from None
 
 

@@ -1,0 +1,488 @@
+"""The sandbox's Compute Engine REST API (compute.v1): networks, subnetworks, global addresses,
+firewall rules and their Operation objects, over the World, as aiohttp routes under /compute/v1/.
+
+`google.cloud.compute_v1` clients reach it unmodified with
+`client_options={"api_endpoint": "http://127.0.0.1:PORT"}` and
+`credentials=google.auth.credentials.AnonymousCredentials()`: the REST transport keeps an
+explicit `http://` scheme (transports/rest_base.py: `host = f"{url_scheme}://{host}" if not
+url_match_items["scheme"] else host`) and requests `/compute/v1/projects/{project}/...`.
+
+Where each behaviour comes from:
+
+- Paths, methods, parameters and resource fields: the compute.v1 discovery document shipped in
+  google-api-python-client 2.202.0 (`googleapiclient/discovery_cache/documents/compute.v1.json`):
+  Network (id as a string, selfLink, autoCreateSubnetworks - "If not set, a legacy network is
+  created", which the sandbox refuses -, subnetworks URLs, peerings[] {name, network, state
+  ACTIVE|INACTIVE, stateDetails, autoCreateRoutes, exchangeSubnetRoutes, ...}, mtu 1300-8896
+  default 1460), Subnetwork, Address (status RESERVING|RESERVED|IN_USE, addressType, purpose,
+  prefixLength, network URL), Firewall, Operation (kind compute#operation, status
+  PENDING|RUNNING|DONE, targetLink, error.errors[] {code, message}, httpErrorStatusCode),
+  list pages (maxResults 0-500, default 500; nextPageToken), aggregatedList's `items` keyed by
+  scope ("regions/us-east1": {"subnetworks": [...]}), and globalOperations.wait ("waits for no
+  more than the default deadline (2 minutes)" - here two PROFILE minutes at the sandbox's speed).
+- Errors are Google's error JSON, `{"error": {"code": 404, "message": "The resource
+  'projects/P/global/networks/N' was not found", "errors": [{"message": ..., "domain": "global",
+  "reason": "notFound"}]}}` (FACTS.md, gcloud's two-line not-found; the same JSON the real
+  gcloud was seen to parse), 409 alreadyExists, 400 invalid, 400 resourceInUseByAnotherResource
+  for deleting a network, subnet or address in use ("Error 400: The network resource '...' is
+  already being used by '...', resourceInUseByAnotherResource", as terraform prints it), and 403
+  for a disabled API with `"status": "PERMISSION_DENIED"` and the google.rpc.ErrorInfo in
+  `details` (see rltui.sandbox.services for the wording and its sources). google-api-core's
+  `from_http_response` turns these into NotFound / Conflict(AlreadyExists) / BadRequest /
+  Forbidden(PermissionDenied) with `exc.reason` from the ErrorInfo.
+- insert/delete answer with an Operation: RUNNING until the latency profile's time for
+  address_create / address_delete (0.5 min each), else DONE at once (networks, subnetworks and
+  firewalls have no profile entry).
+
+Found here by experiment (google-cloud-compute 1.57): `ExtendedOperation.result()` polls through
+`transport._global_operations_client`, a GlobalOperationsClient the transport builds WITHOUT
+the caller's client_options (compute_v1/services/*/transports/base.py), i.e. against
+compute.googleapis.com. A caller of a local endpoint must hand it one that points here:
+`sandbox_compute_clients` does, through that same private attribute.
+
+Every call is counted in the record as `compute:<resource>.<method>` (e.g.
+`compute:globalAddresses.insert`), and each Operation is recorded as compute.<collection>.<verb>.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import re
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from rltui.sandbox import services as apis
+from rltui.sandbox.faults import Faults
+from rltui.sandbox.grpc_util import CloudError, InvalidArgument, page
+from rltui.sandbox.record import Record
+from rltui.sandbox.world import (
+    Address, Firewall, Network, Peering, Subnet, World,
+)
+
+__all__ = ["add_compute_routes", "sandbox_compute_clients", "network_json", "address_json", "firewall_json",
+           "subnet_json", "operation_json", "error_json", "BASE"]
+
+BASE = "https://www.googleapis.com/compute/v1"
+PREFIX = "/compute/v1/projects/{project}"
+USER = "sandbox-user@example.com"
+MAX_RESULTS = 500
+
+# google.rpc code name -> (HTTP status, compute errors[].reason)
+_HTTP = {
+    "NOT_FOUND": (404, "notFound"),
+    "ALREADY_EXISTS": (409, "alreadyExists"),
+    "INVALID_ARGUMENT": (400, "invalid"),
+    "FAILED_PRECONDITION": (400, "resourceNotReady"),  # the reason word is not verified
+    "PERMISSION_DENIED": (403, "forbidden"),
+    "RESOURCE_EXHAUSTED": (429, "rateLimitExceeded"),
+    "UNAVAILABLE": (503, "backendError"),
+}
+
+
+def _id(*parts: str) -> str:
+    """A stable uint64 id, as a string (compute.v1 ids are `"format": "uint64"`)."""
+    return str(int(hashlib.blake2b("/".join(parts).encode(), digest_size=7).hexdigest(), 16))
+
+
+def _url(path: str) -> str:
+    return f"{BASE}/{path}"
+
+
+# ---- resource JSON (compute.v1 schemas) ------------------------------------------------------------
+
+
+def network_json(net: Network, peerings: list[Peering]) -> dict[str, Any]:
+    base = f"{BASE}/projects/{net.project}"
+    mtu = net.mtu or (8896 if net.created_by == "xpk" else 1460)
+    body: dict[str, Any] = {
+        "kind": "compute#network", "id": _id(net.project, net.name), "name": net.name,
+        "selfLink": f"{base}/global/networks/{net.name}", "selfLinkWithId": f"{base}/global/networks/"
+        f"{_id(net.project, net.name)}", "autoCreateSubnetworks": net.auto_create_subnetworks,
+        "subnetworks": [f"{base}/regions/{s.region}/subnetworks/{s.name}" for s in net.subnets],
+        "routingConfig": {"routingMode": "REGIONAL"}, "mtu": mtu,
+        "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL",
+        # gcloud's own display columns (its networks list/describe add them client-side)
+        "x_gcloud_bgp_routing_mode": "REGIONAL",
+        "x_gcloud_subnet_mode": "AUTO" if net.auto_create_subnetworks else "CUSTOM",
+    }
+    if net.description:
+        body["description"] = net.description
+    if peerings:
+        body["peerings"] = [{
+            "name": p.name, "network": f"{BASE}/projects/{p.project}-tp/global/networks/servicenetworking",
+            "state": "ACTIVE" if p.status == "ACTIVE" else "INACTIVE",
+            "stateDetails": "[2026-12-01T00:00:00.000-08:00]: Connected." if p.status == "ACTIVE" else "",
+            "autoCreateRoutes": True, "exchangeSubnetRoutes": True, "exportCustomRoutes": False,
+            "importCustomRoutes": False, "exportSubnetRoutesWithPublicIp": False,
+            "importSubnetRoutesWithPublicIp": False, "stackType": "IPV4_ONLY",
+        } for p in peerings]
+    return body
+
+
+def subnet_json(project: str, sub: Subnet) -> dict[str, Any]:
+    net = ipaddress.IPv4Network(sub.ip_cidr_range, strict=False)
+    base = f"{BASE}/projects/{project}"
+    return {
+        "kind": "compute#subnetwork", "id": _id(project, sub.region, sub.name), "name": sub.name,
+        "network": f"{base}/global/networks/{sub.network}", "ipCidrRange": sub.ip_cidr_range,
+        "gatewayAddress": str(net.network_address + 1), "region": f"{base}/regions/{sub.region}",
+        "selfLink": f"{base}/regions/{sub.region}/subnetworks/{sub.name}", "privateIpGoogleAccess": False,
+        "fingerprint": hashlib.blake2b(f"{sub}".encode(), digest_size=6).hexdigest(),
+        "stackType": "IPV4_ONLY", "purpose": "PRIVATE",
+    }
+
+
+def address_json(addr: Address) -> dict[str, Any]:
+    base = f"{BASE}/projects/{addr.project}"
+    return {
+        "kind": "compute#address", "id": _id(addr.project, "address", addr.name), "name": addr.name,
+        "address": addr.address, "prefixLength": addr.prefix_length, "purpose": addr.purpose,
+        "addressType": "INTERNAL", "network": f"{base}/global/networks/{addr.network}", "status": addr.status,
+        "selfLink": f"{base}/global/addresses/{addr.name}", "ipVersion": "IPV4",
+    }
+
+
+def firewall_json(rule: Firewall) -> dict[str, Any]:
+    base = f"{BASE}/projects/{rule.project}"
+    body: dict[str, Any] = {
+        "kind": "compute#firewall", "id": _id(rule.project, "firewall", rule.name), "name": rule.name,
+        "creationTimestamp": rule.creation_timestamp, "description": rule.description,
+        "network": f"{base}/global/networks/{rule.network}", "priority": rule.priority,
+        "direction": rule.direction, "logConfig": {"enable": False}, "disabled": rule.disabled,
+        "selfLink": f"{base}/global/firewalls/{rule.name}",
+    }
+    for key, value in (("sourceRanges", rule.source_ranges), ("destinationRanges", rule.destination_ranges),
+                       ("sourceTags", rule.source_tags), ("targetTags", rule.target_tags),
+                       ("allowed", rule.allowed), ("denied", rule.denied)):
+        if value:
+            body[key] = value
+    return body
+
+
+def operation_json(project: str, op: dict[str, Any]) -> dict[str, Any]:
+    where = f"regions/{op['region']}" if op.get("region") else "global"
+    body = {
+        "kind": "compute#operation", "id": op["id"], "name": op["name"], "operationType": op["operationType"],
+        "targetLink": _url(op["target"]), "targetId": _id(op["target"]), "status": op["status"], "user": USER,
+        "progress": op["progress"], "insertTime": op["insertTime"], "startTime": op["startTime"],
+        "selfLink": f"{BASE}/projects/{project}/{where}/operations/{op['name']}",
+    }
+    if op.get("region"):
+        body["region"] = f"{BASE}/projects/{project}/regions/{op['region']}"
+    for key in ("endTime", "error", "httpErrorStatusCode", "httpErrorMessage"):
+        if key in op:
+            body[key] = op[key]
+    return body
+
+
+def error_json(exc: CloudError) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, Google's error JSON) for a refusal."""
+    status, reason = _HTTP.get(exc.code, (500, "backendError"))
+    item = {"message": exc.message, "domain": "global", "reason": getattr(exc, "compute_reason", "") or reason}
+    body: dict[str, Any] = {"code": status, "message": exc.message, "errors": [item]}
+    if exc.reason == "SERVICE_DISABLED":
+        # compute's errors[] says accessNotConfigured (fog/fog 3996); its domain is not verified.
+        item.update(domain="usageLimits", reason="accessNotConfigured",
+                    extendedHelp="https://console.developers.google.com")
+    if exc.code == "PERMISSION_DENIED" or exc.reason:
+        body["status"] = exc.code
+    if exc.reason:
+        body["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": exc.reason,
+                            "domain": exc.domain, "metadata": exc.metadata}]
+    return status, {"error": body}
+
+
+# ---- request helpers ------------------------------------------------------------------------------------
+
+
+def _basename(value: Any) -> str:
+    return str(value or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+_FILTER = re.compile(r'^\(?\s*(?P<field>[A-Za-z.]+)\s*(?P<op>=|!=|eq|ne)\s*(?P<value>"[^"]*"|\'[^\']*\'|\S+?)\s*\)?$')
+
+
+def _filtered(items: list[dict[str, Any]], expression: str) -> list[dict[str, Any]]:
+    """One `field = value` / `field != value` (AIP-160, exact) or `field eq regex` / `ne` (RE2
+    full match) expression, as the discovery document's `filter` describes; more is refused."""
+    if not expression.strip():
+        return items
+    match = _FILTER.match(expression.strip())
+    if match is None:
+        raise InvalidArgument(f"Invalid value for field 'filter': '{expression}'. The sandbox understands one "
+                              "'field = value', 'field != value', 'field eq regex' or 'field ne regex'.")
+    field, op, value = match["field"], match["op"], match["value"].strip("\"'")
+
+    def get(item: dict[str, Any]) -> str:
+        cur: Any = item
+        for part in field.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None:
+            return ""
+        return ("true" if cur else "false") if isinstance(cur, bool) else str(cur)
+
+    if op in ("=", "!="):
+        keep = [i for i in items if (get(i) == value) == (op == "=")]
+    else:
+        pattern = re.compile(value)
+        keep = [i for i in items if bool(pattern.fullmatch(get(i))) == (op == "eq")]
+    return keep
+
+
+def _list(request: web.Request, kind: str, items: list[dict[str, Any]], self_link: str) -> web.Response:
+    items = _filtered(items, request.query.get("filter", ""))
+    try:
+        size = int(request.query.get("maxResults", MAX_RESULTS))
+    except ValueError:
+        raise InvalidArgument(f"Invalid value for field 'maxResults': '{request.query['maxResults']}'") from None
+    if not 0 <= size <= MAX_RESULTS:
+        raise InvalidArgument(f"Invalid value for field 'maxResults': '{size}'. Must be in the range [0, 500].")
+    chunk, token = page(items, size or MAX_RESULTS, request.query.get("pageToken", ""))
+    body: dict[str, Any] = {"kind": kind, "id": self_link.split("/compute/v1/", 1)[-1], "items": chunk,
+                            "selfLink": self_link}
+    if token:
+        body["nextPageToken"] = token
+    return web.json_response(body)
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise InvalidArgument("Invalid JSON payload received.") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("Invalid JSON payload received: the body must be a JSON object.")
+    return data
+
+
+# ---- the routes -------------------------------------------------------------------------------------------
+
+
+Route = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
+
+
+def add_compute_routes(app: web.Application, world: World, *, record: Record | None = None,
+                       faults: Faults | None = None) -> None:
+    """Mount the compute.v1 routes on `app` (any aiohttp app: the daemon's shares the Kubernetes
+    API's port). `record` defaults to the World's."""
+    rec = record if record is not None else world.record
+    speed = float(getattr(world.clock, "speed", 60.0))
+
+    def route(method: str, path: str, name: str, fn: Route) -> None:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            rec.count(f"compute:{name}")
+            project = request.match_info["project"]
+            try:
+                if faults is not None and faults.hit(f"compute:{name}"):
+                    raise _Unavailable(f"sandbox fault injection: compute:{name} answered 503; retry")
+                world.require_service(project, apis.COMPUTE)
+                return await fn(request, world.resolve_project(project))
+            except CloudError as exc:
+                status, body = error_json(exc)
+                return web.json_response(body, status=status)
+
+        app.router.add_route(method, PREFIX + path, handle)
+
+    def op_response(project: str, op: dict[str, Any]) -> web.Response:
+        return web.json_response(operation_json(project, op))
+
+    def peerings_of(project: str, network: str) -> list[Peering]:
+        return world.list_peerings(project, network)
+
+    # -- networks
+    async def networks_get(request: web.Request, project: str) -> web.Response:
+        name = request.match_info["network"]
+        return web.json_response(network_json(world.get_network(project, name), peerings_of(project, name)))
+
+    async def networks_list(request: web.Request, project: str) -> web.Response:
+        items = [network_json(n, peerings_of(project, n.name)) for n in world.list_networks(project)]
+        return _list(request, "compute#networkList", items, f"{BASE}/projects/{project}/global/networks")
+
+    async def networks_insert(request: web.Request, project: str) -> web.Response:
+        body = await _body(request)
+        name = str(body.get("name") or "")
+        if "autoCreateSubnetworks" not in body:
+            raise InvalidArgument("Invalid value for field 'resource.autoCreateSubnetworks': unset. The sandbox does "
+                                  "not emulate legacy networks (the API makes one when it is not set).")
+        world.create_network(project, name, auto_create_subnetworks=bool(body["autoCreateSubnetworks"]),
+                             mtu=int(body.get("mtu") or 0), description=str(body.get("description") or ""))
+        return op_response(project, world.start_compute_op(
+            project, "insert", f"projects/{project}/global/networks/{name}", done=True))
+
+    async def networks_delete(request: web.Request, project: str) -> web.Response:
+        name = request.match_info["network"]
+        world.delete_network(project, name, cascade_subnets=False)
+        return op_response(project, world.start_compute_op(
+            project, "delete", f"projects/{project}/global/networks/{name}", done=True))
+
+    async def networks_remove_peering(request: web.Request, project: str) -> web.Response:
+        name = request.match_info["network"]
+        body = await _body(request)
+        world.remove_peering(project, name, str(body.get("name") or ""))
+        return op_response(project, world.start_compute_op(
+            project, "removePeering", f"projects/{project}/global/networks/{name}", done=True))
+
+    route("GET", "/global/networks", "networks.list", networks_list)
+    route("POST", "/global/networks", "networks.insert", networks_insert)
+    route("GET", "/global/networks/{network}", "networks.get", networks_get)
+    route("DELETE", "/global/networks/{network}", "networks.delete", networks_delete)
+    route("POST", "/global/networks/{network}/removePeering", "networks.removePeering", networks_remove_peering)
+
+    # -- subnetworks
+    async def subnets_get(request: web.Request, project: str) -> web.Response:
+        m = request.match_info
+        return web.json_response(subnet_json(project, world.get_subnet(project, m["region"], m["subnetwork"])))
+
+    async def subnets_list(request: web.Request, project: str) -> web.Response:
+        region = request.match_info["region"]
+        items = [subnet_json(project, s) for s in world.list_subnets(project, region)]
+        return _list(request, "compute#subnetworkList", items,
+                     f"{BASE}/projects/{project}/regions/{region}/subnetworks")
+
+    async def subnets_aggregated(request: web.Request, project: str) -> web.Response:
+        subs = _filtered([subnet_json(project, s) for s in world.list_subnets(project)],
+                         request.query.get("filter", ""))
+        scopes: dict[str, dict[str, Any]] = {}
+        for sub in subs:
+            scope = "regions/" + _basename(sub["region"])
+            scopes.setdefault(scope, {"subnetworks": []})["subnetworks"].append(sub)
+        return web.json_response({"kind": "compute#subnetworkAggregatedList",
+                                  "id": f"projects/{project}/aggregated/subnetworks", "items": scopes,
+                                  "selfLink": f"{BASE}/projects/{project}/aggregated/subnetworks"})
+
+    async def subnets_insert(request: web.Request, project: str) -> web.Response:
+        region = request.match_info["region"]
+        body = await _body(request)
+        name = str(body.get("name") or "")
+        world.create_subnet(project, region, name, network=_basename(body.get("network")),
+                            ip_cidr_range=str(body.get("ipCidrRange") or ""))
+        return op_response(project, world.start_compute_op(
+            project, "insert", f"projects/{project}/regions/{region}/subnetworks/{name}", region=region, done=True))
+
+    async def subnets_delete(request: web.Request, project: str) -> web.Response:
+        m = request.match_info
+        world.delete_subnet(project, m["region"], m["subnetwork"])
+        return op_response(project, world.start_compute_op(
+            project, "delete", f"projects/{project}/regions/{m['region']}/subnetworks/{m['subnetwork']}",
+            region=m["region"], done=True))
+
+    route("GET", "/aggregated/subnetworks", "subnetworks.aggregatedList", subnets_aggregated)
+    route("GET", "/regions/{region}/subnetworks", "subnetworks.list", subnets_list)
+    route("POST", "/regions/{region}/subnetworks", "subnetworks.insert", subnets_insert)
+    route("GET", "/regions/{region}/subnetworks/{subnetwork}", "subnetworks.get", subnets_get)
+    route("DELETE", "/regions/{region}/subnetworks/{subnetwork}", "subnetworks.delete", subnets_delete)
+
+    # -- global addresses
+    async def addresses_get(request: web.Request, project: str) -> web.Response:
+        return web.json_response(address_json(world.get_address(project, request.match_info["address"])))
+
+    async def addresses_list(request: web.Request, project: str) -> web.Response:
+        items = [address_json(a) for a in world.list_addresses(project)]
+        return _list(request, "compute#addressList", items, f"{BASE}/projects/{project}/global/addresses")
+
+    async def addresses_insert(request: web.Request, project: str) -> web.Response:
+        body = await _body(request)
+        addr_type = body.get("addressType") or "EXTERNAL"  # the API's default (discovery: addressType)
+        if addr_type != "INTERNAL":
+            raise InvalidArgument("the sandbox emulates INTERNAL global addresses only (VPC_PEERING ranges)")
+        op = world.insert_address(project, str(body.get("name") or ""), network=_basename(body.get("network")),
+                                  purpose=str(body.get("purpose") or "VPC_PEERING"),
+                                  prefix_length=int(body.get("prefixLength") or 16),
+                                  address=body.get("address") or None)
+        return op_response(project, op)
+
+    async def addresses_delete(request: web.Request, project: str) -> web.Response:
+        return op_response(project, world.remove_address(project, request.match_info["address"]))
+
+    route("GET", "/global/addresses", "globalAddresses.list", addresses_list)
+    route("POST", "/global/addresses", "globalAddresses.insert", addresses_insert)
+    route("GET", "/global/addresses/{address}", "globalAddresses.get", addresses_get)
+    route("DELETE", "/global/addresses/{address}", "globalAddresses.delete", addresses_delete)
+
+    # -- firewalls
+    async def firewalls_get(request: web.Request, project: str) -> web.Response:
+        return web.json_response(firewall_json(world.get_firewall(project, request.match_info["firewall"])))
+
+    async def firewalls_list(request: web.Request, project: str) -> web.Response:
+        items = [firewall_json(f) for f in world.list_firewalls(project)]
+        return _list(request, "compute#firewallList", items, f"{BASE}/projects/{project}/global/firewalls")
+
+    async def firewalls_insert(request: web.Request, project: str) -> web.Response:
+        b = await _body(request)
+        rule = Firewall(project, str(b.get("name") or ""), _basename(b.get("network") or "global/networks/default"),
+                        direction=str(b.get("direction") or "INGRESS"), priority=int(b.get("priority", 1000)),
+                        source_ranges=list(b.get("sourceRanges") or []),
+                        destination_ranges=list(b.get("destinationRanges") or []),
+                        source_tags=list(b.get("sourceTags") or []), target_tags=list(b.get("targetTags") or []),
+                        allowed=list(b.get("allowed") or []), denied=list(b.get("denied") or []),
+                        description=str(b.get("description") or ""), disabled=bool(b.get("disabled")))
+        made = world.create_firewall(project, rule)
+        return op_response(project, world.start_compute_op(
+            project, "insert", f"projects/{project}/global/firewalls/{made.name}", done=True))
+
+    async def firewalls_delete(request: web.Request, project: str) -> web.Response:
+        name = request.match_info["firewall"]
+        world.delete_firewall(project, name)
+        return op_response(project, world.start_compute_op(
+            project, "delete", f"projects/{project}/global/firewalls/{name}", done=True))
+
+    route("GET", "/global/firewalls", "firewalls.list", firewalls_list)
+    route("POST", "/global/firewalls", "firewalls.insert", firewalls_insert)
+    route("GET", "/global/firewalls/{firewall}", "firewalls.get", firewalls_get)
+    route("DELETE", "/global/firewalls/{firewall}", "firewalls.delete", firewalls_delete)
+
+    # -- operations
+    wait_s = min(120.0, 120.0 / speed)  # "the default deadline (2 minutes)", in profile minutes
+
+    async def global_op_get(request: web.Request, project: str) -> web.Response:
+        return op_response(project, world.get_compute_op(project, request.match_info["operation"]))
+
+    async def global_op_wait(request: web.Request, project: str) -> web.Response:
+        return op_response(project, await world.wait_compute_op(project, request.match_info["operation"],
+                                                               timeout=wait_s))
+
+    async def region_op_get(request: web.Request, project: str) -> web.Response:
+        m = request.match_info
+        return op_response(project, world.get_compute_op(project, m["operation"], m["region"]))
+
+    async def region_op_wait(request: web.Request, project: str) -> web.Response:
+        m = request.match_info
+        return op_response(project, await world.wait_compute_op(project, m["operation"], m["region"],
+                                                               timeout=wait_s))
+
+    route("GET", "/global/operations/{operation}", "globalOperations.get", global_op_get)
+    route("POST", "/global/operations/{operation}/wait", "globalOperations.wait", global_op_wait)
+    route("GET", "/regions/{region}/operations/{operation}", "regionOperations.get", region_op_get)
+    route("POST", "/regions/{region}/operations/{operation}/wait", "regionOperations.wait", region_op_wait)
+
+
+class _Unavailable(CloudError):
+    code = "UNAVAILABLE"
+
+
+def sandbox_compute_clients(endpoint: str) -> dict[str, Any]:
+    """google.cloud.compute_v1 clients for a sandbox's Compute endpoint ("http://127.0.0.1:PORT"),
+    with AnonymousCredentials, whose ExtendedOperation polling also reaches it (see the module
+    docstring: the library's own polling client ignores client_options)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    opts = {"api_endpoint": endpoint}
+    creds = AnonymousCredentials()
+    global_ops = compute_v1.GlobalOperationsClient(client_options=opts, credentials=creds)
+    region_ops = compute_v1.RegionOperationsClient(client_options=opts, credentials=creds)
+    out: dict[str, Any] = {"global_operations": global_ops, "region_operations": region_ops}
+    for key, cls in (("networks", compute_v1.NetworksClient), ("subnetworks", compute_v1.SubnetworksClient),
+                     ("global_addresses", compute_v1.GlobalAddressesClient),
+                     ("firewalls", compute_v1.FirewallsClient)):
+        client = cls(client_options=opts, credentials=creds)
+        services = getattr(client._transport, "_extended_operations_services", None)
+        if isinstance(services, dict):
+            services["global_operations"] = global_ops
+            services["region_operations"] = region_ops
+        out[key] = client
+    return out
+
