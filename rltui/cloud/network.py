@@ -11,6 +11,7 @@ is the structured "none"), never `describe`, whose not-found is two lines of pro
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Callable, Iterable
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
@@ -56,9 +57,13 @@ class NetworkAdapter:
         return await self._call(what, call)
 
     async def _wait(self, what: str, start: Callable[[], Any], *, timeout_s: float = 600.0,
-                    missing_ok: bool = False) -> None:
-        """Start a compute insert/delete and wait for its operation (ExtendedOperation)."""
+                    missing_ok: bool = False, region: str | None = None) -> None:
+        """Start a compute insert/delete and wait for its operation with this adapter's own
+        Global/RegionOperations client. (ExtendedOperation.result() would poll through a client
+        the library builds without our client_options: google-cloud-compute 1.57
+        transports/base.py `_global_operations_client`.)"""
         from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
 
         def call() -> None:
             try:
@@ -67,14 +72,28 @@ class NetworkAdapter:
                 if missing_ok:
                     return
                 raise
-            op.result(timeout=timeout_s)
+            if isinstance(op, _Done):
+                return
+            where = {"project": self.project, "operation": op.name}
+            ops = self._compute("GlobalOperations")
+            if region:
+                where["region"], ops = region, self._compute("RegionOperations")
+            deadline = time.monotonic() + timeout_s
+            while True:
+                # `wait` returns when the operation is DONE or after about two minutes.
+                cur = ops.wait(**where, timeout=CALL_TIMEOUT_S + 120)
+                if cur.status == compute_v1.Operation.Status.DONE:
+                    break
+                if time.monotonic() > deadline:
+                    raise CloudError(f"{what}: not done after {timeout_s:.0f} s", transient=True,
+                                     code="Timeout")
+            errors = list(cur.error.errors) if cur.error else []
+            if errors:
+                first = errors[0]
+                raise CloudError(f"{what}: {first.message}", code=first.code,
+                                 transient=first.code in ("RESOURCE_NOT_READY", "INTERNAL_ERROR"))
 
-        try:
-            await self._call(what, call)
-        except CloudError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - an operation's error, made one line
-            raise classify(exc, what) from exc
+        await self._call(what, call)
 
     # --- APIs (Service Usage) ---
 
@@ -144,7 +163,7 @@ class NetworkAdapter:
     async def delete_subnetwork(self, region: str, name: str) -> None:
         await self._wait(f"delete subnetwork {name}", lambda: self._compute("Subnetworks").delete(
             project=self.project, region=region, subnetwork=name, timeout=CALL_TIMEOUT_S),
-            missing_ok=True)
+            missing_ok=True, region=region)
 
     async def firewalls(self, network: str | None = None) -> list[Any]:
         items = await self._get("list firewall rules", lambda: list(

@@ -11,6 +11,7 @@ from rltui.cloud.errors import CloudError
 from rltui.cloud.lustre import LustreAdapter
 from rltui.sandbox.grpc_lustre import add_lustre_services
 from rltui.sandbox.profile import Clock, LatencyProfile
+from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.world import World
 
 PROJECT, ZONE, INSTANCE = "lustre-adapter-test", "us-east1-b", "rl-demo-gpu-lustre"
@@ -19,11 +20,10 @@ SPEED = 6000.0  # a 12-minute create takes 0.12 s
 
 @pytest.fixture
 async def cloud(tmp_path):
-    world = World(tmp_path / "cloud", Clock(LatencyProfile.load(), speed=SPEED, seed=1))
-    enable = getattr(world, "enable_services_now", None)  # fresh projects have the APIs off
-    if enable is not None:
-        enable(PROJECT, ["lustre.googleapis.com", "compute.googleapis.com",
-                         "servicenetworking.googleapis.com", "container.googleapis.com"])
+    # Fresh projects have the APIs off; this harness starts with the codelab's four on (and
+    # the `default` network's private services access, which the instance needs).
+    world = World(tmp_path / "cloud", Clock(LatencyProfile.load(), speed=SPEED, seed=1),
+                  enabled_services=CODELAB_APIS)
     server = grpc.aio.server()
     add_lustre_services(server, world)
     port = server.add_insecure_port("127.0.0.1:0")

@@ -150,6 +150,19 @@ def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
     assert "Step 20/20" in logs.stdout
 
 
+def test_a_program_outside_rltui_sees_what_google_would_show(user, tmp_path):
+    """Official clients and the status JSON only: the four APIs on, the cluster's networks,
+    the documented Lustre metrics (one series per target, a non-zero summed write rate after
+    the job), and a PV whose source cannot be patched."""
+    status_file = tmp_path / "status.json"
+    status_file.write_text(json.dumps(user["status"]))
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "outside_after_job.py"),
+                          str(status_file), PROJECT, "us-east1-b", "rl-demo-gpu-lustre", CLUSTER,
+                          "rl-demo-gpu-lustre-pv"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all checks passed" in out.stdout
+
+
 def test_status_lists_the_cluster_lustre_and_raycluster_and_the_job(user):
     data = status_json(user)
     states = {(r["kind"], r["name"]): r["state"] for r in data["resources"]}
