@@ -47,6 +47,7 @@ from rltui.sandbox.grpc_util import (
 )
 from rltui.sandbox.profile import Clock
 from rltui.sandbox.record import Record
+from rltui.sandbox.xpk_names import hash_string, unique_name  # noqa: F401 - hash_string re-exported
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
@@ -221,24 +222,9 @@ def label_fingerprint(labels: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:8]
 
 
-def hash_string(text: str, length: int) -> str:
-    """xpk's utils/objects.py hash_string, from its algorithm: the SHA-256 of `text` as an
-    integer, written in base 36 (0-9 then a-z), most significant digit first, keeping the
-    `length` least significant digits (zero-padded)."""
-    value = int(hashlib.sha256(text.encode()).hexdigest(), 16)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out: list[str] = []
-    while value and len(out) < length:
-        value, rest = divmod(value, 36)
-        out.append(digits[rest])
-    return "".join(reversed(out)).rjust(length, "0")
-
-
 def xpk_unique_name(project: str, region: str, cluster: str) -> str:
-    """xpk's deployment (and blueprint) name: `<cluster>-<h5>`, h5 = hash_string of
-    `<project>-<region>-<cluster>` lowercased, 5 characters (commands/cluster_gcluster.py
-    get_unique_name)."""
-    return f"{cluster}-{hash_string(f'{project}-{region}-{cluster}'.lower(), 5)}"
+    """xpk's deployment (and blueprint) name: `<cluster>-<h5>` (see xpk_names.unique_name)."""
+    return unique_name(project, region, cluster)
 
 
 def gpu_quota_metric(np: container_v1.NodePool) -> str:
