@@ -33,6 +33,9 @@ OPERATION_KEYS: tuple[str, ...] = (
     "peering_delete",
     "address_delete",
     "spot_replace",
+    "gke_auto_upgrade",
+    "gke_set_labels",
+    "node_pool_recreate",
 )
 
 

@@ -47,8 +47,11 @@ class Endpoints:
             compute_url=status.get("compute"),
             kubeconfig=kubeconfig,
             tool_dirs=(Path(status["bin_dir"]),),
-            # gcloud get-credentials writes here, never into the user's ~/.kube/config.
+            # gcloud get-credentials writes here, never into the user's ~/.kube/config; the gcloud
+            # config directory is the sandbox's own (xpk checks that one exists before it runs;
+            # `rltui sandbox start` makes it).
             tool_env={"KUBECONFIG": str(kubeconfig.with_name("kubeconfig-gcloud")),
+                      "CLOUDSDK_CONFIG": str(status.get("gcloud_config") or kubeconfig.with_name("gcloud")),
                       "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
             time_scale=1.0 / float(status.get("speed") or 60.0),
             downloads_models=False,  # the sandbox's GRPO demo trains a tiny local policy

@@ -450,6 +450,10 @@ async def _clusters_credentials(ctx: _Ctx, args: dict[str, Any], say: Say) -> An
 
 
 # ---- xpk ---------------------------------------------------------------------------------------------------
+# What the fake xpk 1.16.0 asks for: `gcluster deploy` / `gcluster destroy` of its a4 blueprint (the
+# World's xpk_cluster_create / xpk_cluster_delete, streaming Terraform's lines), and the plain GKE
+# delete it falls back to without its blueprint (delete_networks false). Errors come back with the
+# text gcluster prints ("Error: ..."): a node pool over GPU quota, a network still in use.
 
 
 class _XpkDied(CloudError):
@@ -467,14 +471,15 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
         # Raising here stops xpk_cluster_create right where it reports progress.
         if dies and nets <= {n.name for n in ctx.world.list_networks(project)}:
             raise _XpkDied(
-                f"Cluster Toolkit deployment of {cluster} failed after its networks were created "
+                f"Error: Cluster Toolkit deployment of {cluster} failed after its networks were created "
                 f"(sandbox fault injection, {ctx.faults!r}); run the same command again to resume")
 
     created = await ctx.world.xpk_cluster_create(
         project, zone, cluster, num_nodes=int(args.get("num_nodes", 2)),
         device_type=_str(args, "device_type"), spot=bool(args.get("spot")),
         default_pool_cpu_machine_type=args.get("default_pool_cpu_machine_type") or "e2-standard-16",
-        progress=progress)
+        default_pool_cpu_num_nodes=int(args.get("default_pool_cpu_num_nodes") or 6),
+        deployment=args.get("deployment") or "", progress=progress)
     return cluster_json(created)
 
 

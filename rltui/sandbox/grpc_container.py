@@ -3,6 +3,13 @@ GKE's own Operation objects (polled with GetOperation, not google.longrunning).
 
 Requests may name resources the v1 way (`name`/`parent` = projects/P/locations/L/...) or with the
 deprecated project_id/zone/cluster_id fields; both are accepted, as the real API does.
+
+Besides reads, create/delete and addon updates: SetLabels (resource_labels + label_fingerprint,
+an UPDATE_CLUSTER operation), UpdateNodePool (node_version [+ image_type]: an UPGRADE_NODES
+operation that recreates the pool's nodes) and UpdateCluster(desired_node_pool_id +
+desired_node_version), which is the same upgrade by another road. Every cluster operation obeys
+GKE's one-at-a-time rule (see World._busy): FAILED_PRECONDITION with ErrorInfo reason
+CLUSTER_ALREADY_HAS_OPERATION in the status details (google-api-core exposes it as exc.reason).
 """
 
 from __future__ import annotations
@@ -59,13 +66,38 @@ def add_container_service(server: grpc.aio.Server, world: World) -> None:
 
     def update_cluster(req: container_v1.UpdateClusterRequest) -> container_v1.Operation:
         w = cluster_of(req)
-        fields = [fd.name for fd, _ in container_v1.ClusterUpdate.pb(req.update).ListFields()]
-        others = [f for f in fields if f != "desired_addons_config"]
-        if others:
-            raise Unimplemented(f"the sandbox's UpdateCluster supports desired_addons_config only, not {others[0]}")
+        fields = {fd.name for fd, _ in container_v1.ClusterUpdate.pb(req.update).ListFields()}
         if not fields:
             raise InvalidArgument("update must set one desired_* field")
+        upgrade = {"desired_node_pool_id", "desired_node_version", "desired_image_type"}
+        if fields <= upgrade:
+            if "desired_node_pool_id" not in fields or "desired_node_version" not in fields:
+                raise Unimplemented("the sandbox's UpdateCluster upgrades one node pool: set desired_node_pool_id "
+                                    "and desired_node_version (master upgrades are not supported)")
+            u = req.update
+            return world.update_node_pool(w["project"], w["location"], w["cluster"], u.desired_node_pool_id,
+                                          u.desired_node_version, u.desired_image_type)
+        others = sorted(fields - {"desired_addons_config"})
+        if others:
+            raise Unimplemented(f"the sandbox's UpdateCluster supports desired_addons_config or a node pool "
+                                f"upgrade only, not {others[0]}")
         return world.update_addons(w["project"], w["location"], w["cluster"], req.update.desired_addons_config)
+
+    def set_labels(req: container_v1.SetLabelsRequest) -> container_v1.Operation:
+        w = cluster_of(req)
+        return world.set_labels(w["project"], w["location"], w["cluster"], dict(req.resource_labels),
+                                req.label_fingerprint)
+
+    def update_node_pool(req: container_v1.UpdateNodePoolRequest) -> container_v1.Operation:
+        w = _where(req, NODE_POOL, "name", {**LEGACY_CLUSTER, "pool": "node_pool_id"})
+        fields = {fd.name for fd, _ in container_v1.UpdateNodePoolRequest.pb(req).ListFields()}
+        extra = sorted(fields - {"name", "project_id", "zone", "cluster_id", "node_pool_id", "node_version",
+                                 "image_type"})
+        if extra:
+            raise Unimplemented(f"the sandbox's UpdateNodePool supports node_version and image_type only, "
+                                f"not {extra[0]}")
+        return world.update_node_pool(w["project"], w["location"], w["cluster"], w["pool"], req.node_version,
+                                      req.image_type)
 
     def set_addons_config(req: container_v1.SetAddonsConfigRequest) -> container_v1.Operation:
         w = cluster_of(req)
@@ -97,6 +129,8 @@ def add_container_service(server: grpc.aio.Server, world: World) -> None:
         "DeleteCluster": (delete_cluster, m.DeleteClusterRequest, m.Operation),
         "UpdateCluster": (update_cluster, m.UpdateClusterRequest, m.Operation),
         "SetAddonsConfig": (set_addons_config, m.SetAddonsConfigRequest, m.Operation),
+        "SetLabels": (set_labels, m.SetLabelsRequest, m.Operation),
+        "UpdateNodePool": (update_node_pool, m.UpdateNodePoolRequest, m.Operation),
         "ListNodePools": (list_node_pools, m.ListNodePoolsRequest, m.ListNodePoolsResponse),
         "GetNodePool": (get_node_pool, m.GetNodePoolRequest, m.NodePool),
         "GetOperation": (get_operation, m.GetOperationRequest, m.Operation),

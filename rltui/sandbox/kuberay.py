@@ -616,9 +616,26 @@ class KubeRayController:
             pod, gke.internal_ip(node), status.get("startTime") or now(), waiting=(reason, message),
             pod_ip=pod_ip or status.get("podIP")))
 
-    def _mount_problem(self, pod: dict) -> tuple[str, str] | None:
-        """(volume, kubelet's failure text) for the first volume that cannot be mounted, or None."""
+    def _mount_problem(self, pod: dict) -> tuple[str, str, str] | None:
+        """(stage, volume, kubelet's failure text) for the first volume that cannot be mounted, or None.
+
+        Lustre volumes fail as the Lustre CSI driver's troubleshooting guide shows them
+        (GoogleCloudPlatform/lustre-csi-driver docs/troubleshooting.md):
+        - the node has no driver registered (the add-on is off, or the node predates its
+          enablement and was not recreated): "MountVolume.SetUp failed ... mounter.SetUpAt failed
+          to get CSI client: driver name lustre.csi.storage.gke.io not found in the list of
+          registered CSI drivers";
+        - the node's LNet port and the instance disagree: an instance made WITH
+          gke_support_enabled is reached only on the legacy port 6988 (LustreCsiDriverConfig
+          .enable_legacy_lustre_port docstring), so a node without it, or a node with it facing an
+          instance without gke_support_enabled (inferred: the two ends listen on different ports;
+          not stated by a source), cannot reach the MGS: "MountVolume.MountDevice failed ... rpc
+          error: code = Internal desc = Could not mount ... mount failed: exit status 5 ...
+          Input/output error / Is the MGS running?", the guide's "cannot connect" case, whose
+          remedy names the gke-support-enabled flag.
+        """
         ns = _meta(pod)["namespace"]
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
         for vol in (pod.get("spec") or {}).get("volumes") or []:
             claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
             if not claim:
@@ -628,28 +645,39 @@ class KubeRayController:
             pvs = self.store.list_sync("persistentvolumes", field_selector=f"metadata.name={pv_name}") \
                 if pv_name else []
             if not pvs or (pvcs[0].get("status") or {}).get("phase") != "Bound":
-                return vol["name"], f'persistentvolumeclaim "{claim}" is not bound'
+                return "SetUp", vol["name"], f'persistentvolumeclaim "{claim}" is not bound'
             csi = (pvs[0].get("spec") or {}).get("csi") or {}
             if csi.get("driver") != gke.LUSTRE_DRIVER:
                 continue
-            if not self.nodes.lustre_csi_enabled():
-                return pv_name, (f"kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name "
-                                 f"{gke.LUSTRE_DRIVER} not found in the list of registered CSI drivers")
+            node = self._node(node_name)
+            if not self.nodes.lustre_csi_enabled() or not gke.has_lustre_driver(node):
+                return "SetUp", pv_name, (f"kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name "
+                                          f"{gke.LUSTRE_DRIVER} not found in the list of registered CSI drivers")
             handle = csi.get("volumeHandle", "")
             inst = self.nodes.lustre(handle)
             if inst is None:
-                return pv_name, (f"rpc error: code = NotFound desc = Managed Lustre instance "
-                                 f'"{handle}" (volumeHandle) not found')
+                return "SetUp", pv_name, (f"rpc error: code = NotFound desc = Managed Lustre instance "
+                                          f'"{handle}" (volumeHandle) not found')
             if inst.state != LustreState.ACTIVE:
-                return pv_name, (f"rpc error: code = Unavailable desc = Managed Lustre instance "
-                                 f'"{handle}" is {inst.state.name}, not ACTIVE')
+                return "SetUp", pv_name, (f"rpc error: code = Unavailable desc = Managed Lustre instance "
+                                          f'"{handle}" is {inst.state.name}, not ACTIVE')
             attrs = csi.get("volumeAttributes") or {}
             ip, fs = attrs.get("ip", ""), attrs.get("filesystem", "")
             want_ip, want_fs = inst.mount_point.split("@", 1)[0], inst.filesystem
             if (ip, fs) != (want_ip, want_fs):
-                return pv_name, (f"rpc error: code = Internal desc = mount of {ip}@tcp:/{fs} failed: "
-                                 f"Managed Lustre instance \"{handle}\" serves {inst.mount_point} "
-                                 f"(fix volumeAttributes ip/filesystem of PersistentVolume {pv_name})")
+                return "SetUp", pv_name, (f"rpc error: code = Internal desc = mount of {ip}@tcp:/{fs} failed: "
+                                          f"Managed Lustre instance \"{handle}\" serves {inst.mount_point} "
+                                          f"(fix volumeAttributes ip/filesystem of PersistentVolume {pv_name})")
+            wanted_port = 6988 if inst.gke_support_enabled else 988
+            if gke.lnet_port(node) != wanted_port:
+                source = f"{ip}@tcp:/{fs}"
+                target = (f"/var/lib/kubelet/plugins/kubernetes.io/csi/{gke.LUSTRE_DRIVER}/"
+                          f"{hashlib.sha256(handle.encode()).hexdigest()}/globalmount")
+                return "MountDevice", pv_name, (
+                    f'rpc error: code = Internal desc = Could not mount "{source}" at "{target}" on node '
+                    f"{node_name}: mount failed: exit status 5\nMounting command: mount\nMounting arguments: "
+                    f"-t lustre {source} {target}\nOutput: mount.lustre: mount {source} at {target} failed: "
+                    "Input/output error\nIs the MGS running?")
         return None
 
     async def _mount_volumes(self, uid: str, ns: str, name: str, node_name: str) -> None:
@@ -660,10 +688,10 @@ class KubeRayController:
             problem = self._mount_problem(pod)
             if problem is None:
                 break
-            volume, text = problem
+            stage, volume, text = problem
             await self._waiting(uid, ns, name, "ContainerCreating")
             await self._event(pod, "Warning", "FailedMount",
-                              f'MountVolume.SetUp failed for volume "{volume}" : {text}', "kubelet", node_name)
+                              f'MountVolume.{stage} failed for volume "{volume}" : {text}', "kubelet", node_name)
             await self._until_change(token)
         node = self._node(node_name)
         if node is None:

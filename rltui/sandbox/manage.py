@@ -24,6 +24,7 @@ STATUS_FILE = "daemon.json"
 CHILDREN_FILE = "children.json"
 LOG_FILE = "daemon.log"
 START_TIMEOUT_S = 10.0
+GCLOUD_CONFIG_DIR = "gcloud"  # beside the kubeconfig: <sandbox dir>/gcloud
 
 
 class SandboxError(Exception):
@@ -97,9 +98,13 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
     root = root or sandbox_dir()
     running = read_status(root)
     if running:
+        (root / GCLOUD_CONFIG_DIR).mkdir(exist_ok=True)
         return running
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)
+    # The gcloud config directory the sandbox's tools use (Endpoints.sandbox sets CLOUDSDK_CONFIG to
+    # it): xpk refuses to run when it does not exist ("Failed to find gcloud credential directory").
+    (root / GCLOUD_CONFIG_DIR).mkdir(exist_ok=True)
     (root / STATUS_FILE).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "rltui.sandbox.daemon", "--dir", str(root), "--speed", str(speed),
             "--faults", str(faults), "--seed", str(seed)]

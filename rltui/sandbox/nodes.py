@@ -5,6 +5,16 @@ Nodes in step with the World's node pools and plays Spot preemption.
 Names and labels follow what GKE puts on a node (`gke-<cluster>-<pool>-<8 hex>-<4 chars>`,
 `cloud.google.com/gke-nodepool`, ...); capacity and allocatable come from the machine type and
 GKE's documented reservations, so a pod asking for more than a B200 node has stays Pending.
+
+The Lustre CSI driver is per node: a node registers it only when it is created (or recreated)
+while the cluster's LustreCsiDriver add-on is enabled, as the kubelet records in the Node's
+`csi.volume.kubernetes.io/nodeid` annotation. Enabling the add-on on a running cluster does not
+reach existing nodes until they are recreated (xpk src/xpk/core/cluster.py
+update_gke_cluster_with_lustre_driver_enabled then core/nodepool.py
+recreate_nodes_in_existing_node_pools); a Spot replacement made after enablement has it. The
+node also keeps the LNet port its driver was installed with (988, or 6988 with
+enable_legacy_lustre_port; LustreCsiDriverConfig docstring, google-cloud-container 2.67.0).
+An UPGRADE_NODES operation (World.update_node_pool) recreates its pool's nodes one at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import asyncio
 import contextlib
 import copy
 import hashlib
+import json
 import logging
 import re
 import uuid
@@ -37,6 +48,8 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 LUSTRE_CSI = "lustre-csi-node"
 LUSTRE_DRIVER = "lustre.csi.storage.gke.io"
+CSI_NODEID = "csi.volume.kubernetes.io/nodeid"  # the kubelet's record of the CSI drivers registered on a node
+LNET_PORT_NOTE = "rltui.sandbox/lustre-lnet-port"  # the sandbox's own note: the port the driver installed LNet with
 MAX_PODS = 110
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 _GIB = 1024 ** 3
@@ -242,6 +255,26 @@ def node_status(node: dict, machine_type: str, gpus: int, version: str) -> dict:
     }
 
 
+def csi_drivers(node: dict | None) -> dict[str, str]:
+    raw = ((node or {}).get("metadata", {}).get("annotations") or {}).get(CSI_NODEID, "")
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def has_lustre_driver(node: dict | None) -> bool:
+    """Whether the Lustre CSI driver is registered on this node (created after enablement)."""
+    return LUSTRE_DRIVER in csi_drivers(node)
+
+
+def lnet_port(node: dict | None) -> int:
+    """The LNet port the node's Lustre driver uses: 6988 with the legacy port, else 988."""
+    note = ((node or {}).get("metadata", {}).get("annotations") or {}).get(LNET_PORT_NOTE, "988")
+    return int(note) if str(note).isdigit() else 988
+
+
 def internal_ip(node: dict) -> str:
     for address in (node.get("status") or {}).get("addresses") or []:
         if address.get("type") == "InternalIP":
@@ -398,6 +431,8 @@ class GkeNodes:
         self.store, self.world, self.clock, self.project = store, world, clock, project
         self._record, self._kill_pod = record, kill_pod
         self._preempted: dict[str, asyncio.Task] = {}  # node name -> its replacement timer
+        self._recreating: set[asyncio.Future] = set()  # node pool upgrades in progress
+        self._returning: set[str] = set()  # nodes an upgrade took away and brings back
 
     # ---- what the World says --------------------------------------------------------------------
 
@@ -442,7 +477,8 @@ class GkeNodes:
         for project in self.projects():
             for c in self.world.list_clusters(project):
                 for np in c.node_pools if c.status in UP else []:
-                    if np.status == container_v1.NodePool.Status.RUNNING:
+                    if np.status in (container_v1.NodePool.Status.RUNNING,
+                                     container_v1.NodePool.Status.RECONCILING):
                         out[(cluster_key(project, c.location, c.name), np.name)] = (project, c, np)
         return out
 
@@ -452,6 +488,12 @@ class GkeNodes:
         key = cluster_key(event.project, event.location, event.name)
         if event.kind == "node_pool_ready":
             await self.add_pool_nodes(event.project, event.location, event.name, event.data)
+        elif event.kind == "node_pool_recreating":
+            task = asyncio.ensure_future(self._recreate_pool(event.project, event.location, event.name, event.data))
+            self._recreating.add(task)
+            task.add_done_callback(self._recreating.discard)
+        elif event.kind == "addons_changed" and not event.data.get("lustre_csi_driver"):
+            await self._unregister_lustre(key)
         elif event.kind == "node_pool_deleted":
             await self.remove_nodes(key, event.data.get("node_pool"))
         elif event.kind == "cluster_deleted":
@@ -487,20 +529,94 @@ class GkeNodes:
         for zone in pool_zones(location, pool):
             for i in range(int(pool.get("node_count") or 0)):
                 name = node_name(project, location, cluster, pool["node_pool"], zone, i)
-                if name in self._preempted or self.node(name) is not None:
+                if name in self._preempted or name in self._returning or self.node(name) is not None:
                     continue
                 manifest = node_manifest(project, location, cluster, pool, zone, name, free_node_index(self.store))
                 status = node_status(manifest, pool.get("machine_type") or "e2-medium",
                                      int(pool.get("accelerator_count") or 0), GKE_VERSION)
                 await self._register(manifest, status)
 
+    def _csi_notes(self, key: str | None, name: str) -> dict[str, str]:
+        """The annotations a node registered now gets for the Lustre CSI driver (none while the
+        cluster's add-on is off)."""
+        parts = (key or "").split("/")
+        if len(parts) != 3:
+            return {}
+        try:
+            c = self.world.get_cluster(*parts)
+        except CloudError:
+            return {}
+        cfg = c.addons_config.lustre_csi_driver_config
+        if not cfg.enabled:
+            return {}
+        return {CSI_NODEID: json.dumps({LUSTRE_DRIVER: name}, separators=(",", ":")),
+                LNET_PORT_NOTE: "6988" if cfg.enable_legacy_lustre_port else "988"}
+
     async def _register(self, manifest: dict, status: dict) -> None:
+        notes = manifest["metadata"].setdefault("annotations", {})
+        for stale in (CSI_NODEID, LNET_PORT_NOTE):
+            notes.pop(stale, None)
+        notes.update(self._csi_notes(notes.get(CLUSTER_NOTE), manifest["metadata"]["name"]))
         node = await create_node(self.store, manifest, status)
         if node is not None:
             name = node["metadata"]["name"]
             await self._record(node, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
             await self._record(node, "Normal", "RegisteredNode",
                                f"Node {name} event: Registered Node {name} in Controller", "node-controller")
+
+    async def _unregister_lustre(self, key: str) -> None:
+        """The add-on was disabled: its DaemonSet goes, and with it the driver on every node."""
+        for node in list(self.store.list_sync("nodes")):
+            meta = node["metadata"]
+            notes = meta.get("annotations") or {}
+            if notes.get(CLUSTER_NOTE) != key or not has_lustre_driver(node):
+                continue
+            drivers = {k: v for k, v in csi_drivers(node).items() if k != LUSTRE_DRIVER}
+            patch = {CSI_NODEID: json.dumps(drivers, separators=(",", ":")) if drivers else None,
+                     LNET_PORT_NOTE: None}
+            with contextlib.suppress(KubeError):
+                await self.store.patch("nodes", meta["name"], {"metadata": {"annotations": patch}})
+
+    async def _recreate_pool(self, project: str, location: str, cluster: str, pool: dict[str, Any]) -> None:
+        """An UPGRADE_NODES operation: each node goes NotReady and away (its pods are killed, as the
+        pool's drain and VM recreation do) and registers again per_node_s later, one at a time."""
+        key = cluster_key(project, location, cluster)
+        per_node = float(pool.get("per_node_s") or 0.0)
+        version = str(pool.get("version") or GKE_VERSION)
+        names = sorted(n["metadata"]["name"] for n in self.store.list_sync("nodes")
+                       if (n["metadata"].get("annotations") or {}).get(CLUSTER_NOTE) == key
+                       and (n["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) == pool["node_pool"])
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        for i, name in enumerate(names):
+            old = self.node(name)
+            if old is None:
+                continue
+            old = copy.deepcopy(old)
+            self._returning.add(name)
+            try:
+                await self._record(old, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
+                                   "node-controller")
+                await self._record(old, "Normal", "UpgradeNodes",
+                                   f"Recreating node {name} for node pool {pool['node_pool']} upgrade to {version} "
+                                   f"(operation {pool.get('operation', '')})", "gke-upgrade")
+                await self.drop_node(name)
+                # Back on a fixed schedule a little ahead of the World's end of the operation
+                # (per_node x nodes), whatever the work above cost.
+                await asyncio.sleep(max(0.0, began + (i + 1) * per_node * 0.9 - loop.time()))
+            finally:
+                self._returning.discard(name)
+            meta = old["metadata"]
+            if (meta.get("annotations") or {}).get(CLUSTER_NOTE) is None or \
+                    (key, pool["node_pool"]) not in self.running_pools():
+                return  # the pool or its cluster went away meanwhile
+            manifest = {"apiVersion": "v1", "kind": "Node",
+                        "metadata": {k: copy.deepcopy(meta[k]) for k in ("name", "labels", "annotations") if k in meta},
+                        "spec": copy.deepcopy(old.get("spec") or {})}
+            status = node_status(manifest, (meta.get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
+                                 gpu_count(old), version)
+            await self._register(manifest, status)
+            await self.sync_daemonset()  # its counts follow the nodes
 
     async def remove_nodes(self, key: str, pool: str | None) -> None:
         for node in list(self.store.list_sync("nodes")):
@@ -577,7 +693,7 @@ class GkeNodes:
         await self._register(manifest, status)
 
     async def stop(self) -> None:
-        timers = list(self._preempted.values())
+        timers = list(self._preempted.values()) + list(self._recreating)
         for task in timers:
             task.cancel()
         await asyncio.gather(*timers, return_exceptions=True)

@@ -62,10 +62,11 @@ from rltui.sandbox.profile import Clock
 from rltui.sandbox.record import Record
 from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
 from rltui.sandbox import services as apis
+from rltui.sandbox.xpk_names import hash_string, unique_name  # noqa: F401 - hash_string re-exported
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
-    "Address", "LUSTRE_CAPACITY_TIERS", "Network", "Peering", "Subnet",
+    "Address", "Firewall", "LUSTRE_CAPACITY_TIERS", "Network", "Peering", "Subnet",
     "World", "WorldEvent", "XPK_DEVICE_TYPES", "region_of",
 ]
 
@@ -78,6 +79,14 @@ Status = container_v1.Cluster.Status
 OpType = container_v1.Operation.Type
 OpStatus = container_v1.Operation.Status
 LustreState = lustre_v1.Instance.State
+GKE_DOMAIN = "container.googleapis.com"
+BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"  # google.rpc.ErrorInfo.reason of a busy cluster
+_UPGRADING = (OpType.UPGRADE_MASTER, OpType.UPGRADE_NODES)
+_POOL_UP = (container_v1.NodePool.Status.RUNNING, container_v1.NodePool.Status.RECONCILING,
+            container_v1.NodePool.Status.PROVISIONING)
+# GCE/GKE label syntax: keys start with a lowercase letter; up to 63 of [a-z0-9_-].
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
 # The allowed capacities per tier: the sandbox's own copy of Google's table (rules.py).
@@ -188,7 +197,8 @@ class Firewall:
 @dataclass(frozen=True)
 class WorldEvent:
     """A change subscribers hear about. kind: cluster_running, cluster_deleted, node_pool_ready,
-    node_pool_deleted, addons_changed, xpk_cluster_ready, lustre_active, lustre_deleted."""
+    node_pool_deleted, node_pool_failed, node_pool_recreating (data: the pool's, per_node_s,
+    version), node_pool_recreated, addons_changed, xpk_cluster_ready, lustre_active, lustre_deleted."""
 
     kind: str
     project: str
@@ -202,6 +212,7 @@ class _Project:
     id: str
     networks: dict[str, Network] = field(default_factory=dict)
     addresses: dict[str, Address] = field(default_factory=dict)
+    firewalls: dict[str, Firewall] = field(default_factory=dict)
     peerings: dict[str, Peering] = field(default_factory=dict)  # key "network|service"
     services: set[str] = field(default_factory=set)
     clusters: dict[str, container_v1.Cluster] = field(default_factory=dict)  # key "location/name"
@@ -209,7 +220,6 @@ class _Project:
     instances: dict[str, lustre_v1.Instance] = field(default_factory=dict)  # key full name
     next_range: int = 90  # second octet of the next auto-allocated 10.x.0.0 range
     lustre_hosts: dict[str, int] = field(default_factory=dict)  # range name -> IPs handed out
-    firewalls: dict[str, Firewall] = field(default_factory=dict)
     compute_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # GCE Operation state by name
     default_network_made: bool = False  # compute.googleapis.com made `default` once
 
@@ -241,6 +251,31 @@ def region_of(location: str) -> str:
     return location[:-2] if re.match(r"^[a-z]+-[a-z]+\d+-[a-z]$", location) else location
 
 
+def label_fingerprint(labels: Any) -> str:
+    """8 hex digits that change with the labels (GKE's fingerprints look like "a9dc16a7")."""
+    body = json.dumps(dict(sorted(dict(labels).items())), separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:8]
+
+
+def xpk_unique_name(project: str, region: str, cluster: str) -> str:
+    """xpk's deployment (and blueprint) name: `<cluster>-<h5>` (see xpk_names.unique_name)."""
+    return unique_name(project, region, cluster)
+
+
+def gpu_quota_metric(np: container_v1.NodePool) -> str:
+    """The Compute Engine quota a pool's GPUs count against: nvidia-b200 -> NVIDIA_B200_GPUS,
+    PREEMPTIBLE_NVIDIA_B200_GPUS for Spot/preemptible VMs."""
+    if not np.config.accelerators:
+        return ""
+    name = np.config.accelerators[0].accelerator_type.upper().replace("-", "_") + "_GPUS"
+    return ("PREEMPTIBLE_" if np.config.spot or np.config.preemptible else "") + name
+
+
+def _pool_gpus(np: container_v1.NodePool) -> float:
+    accel = np.config.accelerators[0].accelerator_count if np.config.accelerators else 0
+    return float(accel * np.initial_node_count * max(1, len(np.locations)))
+
+
 def _check_gce_name(kind: str, name: str) -> None:
     if not _GCE_NAME.match(name or ""):
         raise InvalidArgument(
@@ -261,6 +296,12 @@ class World:
         # Lustre capacity quota in GiB per zone and network (None: unlimited); an int for every
         # zone or {zone: GiB}. Settable from tests and by the daemon's --lustre-quota-gib.
         self.lustre_quota_gib: int | dict[str, int] | None = None
+        # Regional quota limits by Compute Engine metric (e.g. "NVIDIA_B200_GPUS",
+        # "PREEMPTIBLE_NVIDIA_B200_GPUS"), applied in every region; absent = unlimited.
+        self.quotas: dict[str, float] = {}
+        # GKE starts its own UPGRADE_MASTER right after xpk's create (see gke_auto_upgrade).
+        self.gke_auto_upgrade = True
+        self._op_records: dict[str, int] = {}  # GKE operation name -> its Record id
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.faults = faults
@@ -448,8 +489,8 @@ class World:
         net = self._network(project, name)
         p = self._project(project)
         users = [a.path for a in p.addresses.values() if a.network == name]
-        users += [f"{net.path}/peerings/{x.name}" for x in p.peerings.values() if x.network == name]
         users += [f.path for f in p.firewalls.values() if f.network == name]
+        users += [f"{net.path}/peerings/{x.name}" for x in p.peerings.values() if x.network == name]
         users += [c.self_link for c in p.clusters.values() if c.network == name]
         users += [i.name for q in self._projects.values() for i in q.instances.values() if i.network == net.path]
         if not cascade_subnets and not net.auto_create_subnetworks:
@@ -912,6 +953,24 @@ class World:
                                         config=service_usage_v1.ServiceConfig(name=api, title=apis.title(api)))
 
     # ---- GKE clusters ----------------------------------------------------------------------------
+    #
+    # One operation at a time per cluster. A second operation is refused FAILED_PRECONDITION in
+    # one of the two wordings the real API has used, picked by the running operation's type:
+    #   UPGRADE_MASTER / UPGRADE_NODES (incl. GKE's own auto-upgrades):
+    #     "Operation operation-... is currently upgrading cluster C. Please wait and try again
+    #      once it is done."  (hashicorp/terraform-provider-google 3650, banzaicloud/pipeline 623,
+    #      kubernetes-sigs/cluster-api-provider-gcp 1363)
+    #   every other type (create, delete, UPDATE_CLUSTER incl. labels and addons, node pools):
+    #     "Cluster is running incompatible operation operation-...."  (rancher/gke-operator 509,
+    #      seen during node-pool updates; cluster-toolkit's error classifier maps this text to
+    #      CLUSTER_ALREADY_HAS_OPERATION)
+    # Both carry google.rpc.ErrorInfo reason CLUSTER_ALREADY_HAS_OPERATION, domain
+    # container.googleapis.com. That reason is seen in gcloud output during an UPGRADE_NODES
+    # (a public runbook quoting "FAILED_PRECONDITION: ... CLUSTER_ALREADY_HAS_OPERATION"); whether
+    # the older "is currently upgrading" wording carries it was NOT verified, and rancher 509's
+    # 2024 details held only a RequestInfo: the sandbox sends it on both so clients can decide
+    # from the reason, never the text.
+    # Operation names are operation-<ms>-<uuid4> (the 2024 form in rancher/gke-operator 509).
 
     def _cluster(self, project: str, location: str, name: str) -> container_v1.Cluster:
         cluster = self._project(project).clusters.get(f"{location}/{name}")
@@ -940,36 +999,62 @@ class World:
                 return np
         raise NotFound(f"Not found: projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{pool}.")
 
-    def _busy(self, p: _Project, location: str, cluster: str) -> None:
-        """A busy cluster refuses a second operation, with the real API's wording."""
+    def _pool(self, project: str, location: str, cluster: str, pool: str) -> container_v1.NodePool:
+        for np in self._cluster(project, location, cluster).node_pools:
+            if np.name == pool:
+                return np
+        raise NotFound(f"Not found: projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{pool}.")
+
+    def running_cluster_operation(self, project: str, location: str, cluster: str) -> container_v1.Operation | None:
+        """The operation (GKE's own or a client's) running on the cluster now, if any."""
+        self._tick()
         prefix = f"/locations/{location}/clusters/{cluster}"
-        verbs = {OpType.CREATE_CLUSTER: "creating", OpType.DELETE_CLUSTER: "deleting",
-                 OpType.UPDATE_CLUSTER: "updating", OpType.CREATE_NODE_POOL: "creating a node pool in"}
-        for op in p.cluster_ops.values():
+        for op in self._project(project).cluster_ops.values():
             link = op.target_link
             if op.status != OpStatus.DONE and (link.endswith(prefix) or f"{prefix}/" in link):
-                verb = verbs.get(op.operation_type, "operating on")
-                raise FailedPrecondition(
-                    f"Operation {op.name} is currently {verb} cluster {cluster}. "
-                    "Please wait and try again once it is done."
-                )
+                return _copy(op)
+        return None
+
+    def _busy(self, p: _Project, location: str, cluster: str) -> None:
+        """A busy cluster refuses a second operation, with the real API's wording (see above)."""
+        op = self.running_cluster_operation(p.id, location, cluster)
+        if op is None:
+            return
+        if op.operation_type in _UPGRADING:
+            message = (f"Operation {op.name} is currently upgrading cluster {cluster}. "
+                       "Please wait and try again once it is done.")
+        else:
+            message = f"Cluster is running incompatible operation {op.name}."
+        raise FailedPrecondition(message, reason=BUSY_REASON, domain=GKE_DOMAIN)
 
     def _start_cluster_op(self, p: _Project, location: str, cluster: str, op_type: OpType,
-                          target_suffix: str = "") -> container_v1.Operation:
-        name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+                          target_suffix: str = "", detail: str = "") -> container_v1.Operation:
+        name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4()}"
         base = f"{GKE_API}/projects/{project_number(p.id)}/locations/{location}"
         op = container_v1.Operation(
             name=name, zone=location, location=location, operation_type=op_type, status=OpStatus.RUNNING,
             self_link=f"{base}/operations/{name}", target_link=f"{base}/clusters/{cluster}{target_suffix}",
-            start_time=_rfc3339(),
+            start_time=_rfc3339(), detail=detail,
         )
         p.cluster_ops[name] = op
+        self._op_records[name] = self.record.start(f"gke.{op_type.name.lower()}",
+                                                   f"projects/{p.id}/locations/{location}/clusters/{cluster}"
+                                                   f"{target_suffix}", operation=name)
         return op
 
-    def _finish_cluster_op(self, project: str, name: str) -> None:
+    def _finish_cluster_op(self, project: str, name: str, error: CloudError | None = None) -> None:
+        """DONE; a failed operation keeps its google.rpc.Status in `error` (and the deprecated
+        status_message), as GKE does."""
         op = self._project(project).cluster_ops.get(name)
         if op is not None:
             op.status, op.end_time = OpStatus.DONE, _rfc3339()
+            if error is not None:
+                status = error.status_proto()
+                container_v1.Operation.pb(op).error.CopyFrom(status)
+                op.status_message = error.message
+        record_id = self._op_records.pop(name, None)
+        if record_id is not None:
+            self.record.end(record_id, error.message if error is not None else None)
 
     def _prepare_pool(self, project: str, location: str, cluster: str, np: container_v1.NodePool) -> None:
         np.status = container_v1.NodePool.Status.PROVISIONING
@@ -977,6 +1062,7 @@ class World:
         np.version = np.version or GKE_VERSION
         np.initial_node_count = np.initial_node_count or 3
         np.config.machine_type = np.config.machine_type or "e2-medium"
+        np.config.image_type = np.config.image_type or "COS_CONTAINERD"
 
     def create_cluster(self, project: str, location: str, cluster: container_v1.Cluster, *,
                        key: str = "xpk_control_plane", seconds: float | None = None) -> container_v1.Operation:
@@ -1000,6 +1086,7 @@ class World:
         c.self_link = f"{GKE_API}/projects/{project}/locations/{location}/clusters/{name}"
         c.create_time, c.id = _rfc3339(), uuid.uuid4().hex
         c.current_master_version = c.initial_cluster_version or GKE_VERSION
+        c.label_fingerprint = label_fingerprint(c.resource_labels)
         if not c.node_pools and c.initial_node_count:
             c.node_pools = [container_v1.NodePool(name="default-pool", initial_node_count=c.initial_node_count,
                                                   config=c.node_config)]
@@ -1026,9 +1113,35 @@ class World:
         for np in c.node_pools:
             self._emit("node_pool_ready", project, location, cluster, **_pool_data(np))
 
+    # -- quotas: a node pool asking for more GPUs than the region's quota fails late --------------
+    #
+    # Spot and preemptible VMs count against the PREEMPTIBLE_* metric. The CREATE_NODE_POOL
+    # operation ends DONE with error {code: 8 RESOURCE_EXHAUSTED, message: "Instance '<vm>'
+    # creation failed: Quota 'X' exceeded.  Limit: N in region R."} (two spaces, as GCE words it),
+    # the node pool stays in ERROR, and nodepool_conditions carry canonical_code RESOURCE_EXHAUSTED
+    # with code GCE_QUOTA_EXCEEDED and the IGM's "Insufficient quota to satisfy the request: ..."
+    # detail. Sources: kubernetes-sigs/sig-storage-local-static-provisioner 526 (a GKE operation
+    # printed by gcloud, 2025), hashicorp/terraform-provider-google 16165 (NVIDIA_P100_GPUS in a
+    # node pool), vanvalenlab/kiosk-console 367 (PREEMPTIBLE_NVIDIA_V100_GPUS). The failure is
+    # reported when the pool would otherwise be ready (how long GKE's IGM retries varies).
+
+    def _quota_problem(self, project: str, location: str, cluster: str,
+                       np: container_v1.NodePool) -> tuple[str, float] | None:
+        metric = gpu_quota_metric(np)
+        if not metric or metric not in self.quotas:
+            return None
+        region = region_of(location)
+        wanted = _pool_gpus(np)
+        used = sum(_pool_gpus(other) for c in self._project(project).clusters.values()
+                   if region_of(c.location) == region for other in c.node_pools
+                   if other is not np and other.status in _POOL_UP and gpu_quota_metric(other) == metric)
+        limit = float(self.quotas[metric])
+        return (metric, limit) if used + wanted > limit else None
+
     def create_node_pool(self, project: str, location: str, cluster: str, pool: container_v1.NodePool, *,
                          key: str = "xpk_node_pool", seconds: float | None = None) -> container_v1.Operation:
-        """Start CREATE_NODE_POOL on a RUNNING, idle cluster; the pool is RUNNING after `key`'s time."""
+        """Start CREATE_NODE_POOL on a RUNNING, idle cluster; the pool is RUNNING after `key`'s time,
+        or (over quota) the operation ends with the quota error and the pool is ERROR."""
         self._tick()
         c = self._cluster(project, location, cluster)
         p = self._project(project)
@@ -1044,8 +1157,9 @@ class World:
         self._prepare_pool(project, location, cluster, np)
         c.node_pools.append(np)
         op = self._start_cluster_op(p, location, cluster, OpType.CREATE_NODE_POOL, f"/nodePools/{np.name}")
-        self._schedule("node_pool_ready", {"project": project, "location": location, "cluster": cluster,
-                                           "pool": np.name, "operation": op.name}, key=key, seconds=seconds)
+        args = {"project": project, "location": location, "cluster": cluster, "pool": np.name, "operation": op.name}
+        action = "node_pool_failed" if self._quota_problem(project, location, cluster, np) else "node_pool_ready"
+        self._schedule(action, args, key=key, seconds=seconds)
         self._commit()
         return _copy(op)
 
@@ -1056,12 +1170,48 @@ class World:
             if np.name == pool:
                 np.status = container_v1.NodePool.Status.RUNNING
                 c.current_node_count = sum(n.initial_node_count for n in c.node_pools
-                                           if n.status == container_v1.NodePool.Status.RUNNING)
+                                           if n.status in _POOL_UP)
                 self._emit("node_pool_ready", project, location, cluster, **_pool_data(np))
+
+    def _on_node_pool_failed(self, project: str, location: str, cluster: str, pool: str, operation: str) -> None:
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        np = next((n for n in c.node_pools if n.name == pool), None) if c is not None else None
+        if np is None:
+            self._finish_cluster_op(project, operation)
+            return
+        problem = self._quota_problem(project, location, cluster, np)
+        if problem is None:  # quota raised meanwhile: the pool comes up after all
+            self._on_node_pool_ready(project, location, cluster, pool, operation)
+            return
+        metric, limit = problem
+        vm = f"gke-{cluster}-{pool}"[:40].rstrip("-") + "-" + uuid.uuid4().hex[:8] + "-" + uuid.uuid4().hex[:4]
+        message = (f"Instance '{vm}' creation failed: Quota '{metric}' exceeded.  "
+                   f"Limit: {limit:.1f} in region {region_of(location)}.")
+        count = np.initial_node_count * max(1, len(np.locations))
+        detail = (f"Insufficient quota to satisfy the request: Not all instances running in IGM after "
+                  f"{self.clock.seconds('xpk_node_pool') * self.clock.speed:.6f}s. Expected {count}, running 0, "
+                  f"transitioning {count}. Current errors: [GCE_QUOTA_EXCEEDED]: {message}")
+        op = self._project(project).cluster_ops.get(operation)
+        if op is not None:
+            op.detail = detail
+            op.nodepool_conditions = [
+                container_v1.StatusCondition(canonical_code=9, code=container_v1.StatusCondition.Code.GCE_QUOTA_EXCEEDED,
+                                             message=message),
+                container_v1.StatusCondition(canonical_code=9, message=detail),
+            ]
+        np.status = container_v1.NodePool.Status.ERROR
+        np.status_message = detail
+        from rltui.sandbox.grpc_util import ResourceExhausted  # one name, kept local to this rare path
+        self._finish_cluster_op(project, operation, ResourceExhausted(message))
+        self._emit("node_pool_failed", project, location, cluster, node_pool=pool, message=message)
 
     def update_addons(self, project: str, location: str, cluster: str,
                       addons: container_v1.AddonsConfig) -> container_v1.Operation:
-        """UpdateCluster(desired_addons_config): RECONCILING for addon_update; only the addons set change."""
+        """UpdateCluster(desired_addons_config): RECONCILING for addon_update; only the addons set change.
+        Enabling the Lustre CSI driver reaches only nodes created afterwards: existing nodes get it
+        when recreated (see update_node_pool; xpk src/xpk/core/cluster.py
+        update_gke_cluster_with_lustre_driver_enabled, core/nodepool.py recreate_nodes_in_existing_node_pools;
+        container_v1 Operation.Type.UPDATE_CLUSTER: "Some features require recreating the nodes")."""
         self._tick()
         c = self._cluster(project, location, cluster)
         p = self._project(project)
@@ -1090,7 +1240,148 @@ class World:
         c.status = Status.RUNNING
         self._emit("addons_changed", project, location, cluster,
                    ray_operator=current.ray_operator_config.enabled,
-                   lustre_csi_driver=current.lustre_csi_driver_config.enabled)
+                   lustre_csi_driver=current.lustre_csi_driver_config.enabled,
+                   legacy_lustre_port=current.lustre_csi_driver_config.enable_legacy_lustre_port)
+
+    # -- SetLabels --------------------------------------------------------------------------------
+    #
+    # ClusterManager.SetLabels(resource_labels, label_fingerprint) replaces the cluster's labels.
+    # It is an operation of type UPDATE_CLUSTER (container_v1 Operation.Type: "SET_LABELS: Unused.
+    # Updating labels uses UPDATE_CLUSTER"), so it obeys the one-operation rule. A fingerprint that
+    # is not the current one is refused FAILED_PRECONDITION: "Labels could not be set due to
+    # fingerprint mismatch; try again with the proper fingerprint: incorrect fingerprint supplied
+    # was "X", the expected one is "Y"." (crossplane-contrib/provider-gcp 477, cloud-custodian 7603,
+    # GoogleCloudPlatform/k8s-config-connector 110); fingerprints are 8 hex digits there. No
+    # ErrorInfo reason for the mismatch was found, so none is sent. Which check comes first (busy or
+    # fingerprint) was not verified: busy is checked first here. The labels change when the
+    # operation ends (gke_set_labels), and a new fingerprint comes with them.
+
+    def set_labels(self, project: str, location: str, cluster: str, resource_labels: dict[str, str],
+                   fingerprint: str) -> container_v1.Operation:
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._busy(p, location, cluster)
+        if fingerprint != c.label_fingerprint:
+            raise FailedPrecondition(
+                "Labels could not be set due to fingerprint mismatch; try again with the proper fingerprint: "
+                f'incorrect fingerprint supplied was "{fingerprint}", the expected one is "{c.label_fingerprint}".')
+        for k, v in resource_labels.items():
+            if not _LABEL_KEY.match(k) or not _LABEL_VALUE.match(v):
+                raise InvalidArgument(f"Invalid label {k!r}={v!r}: keys start with a lowercase letter; keys and "
+                                      "values use up to 63 lowercase letters, digits, '_' or '-'.")
+        op = self._start_cluster_op(p, location, cluster, OpType.UPDATE_CLUSTER)
+        self._schedule("labels_set", {"project": project, "location": location, "cluster": cluster,
+                                      "operation": op.name, "labels": dict(resource_labels)}, key="gke_set_labels")
+        self._commit()
+        return _copy(op)
+
+    def _on_labels_set(self, project: str, location: str, cluster: str, operation: str,
+                       labels: dict[str, str]) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        if c is not None:
+            c.resource_labels = dict(labels)
+            c.label_fingerprint = label_fingerprint(labels)
+
+    # -- node pool upgrade = recreation -------------------------------------------------------------
+    #
+    # UpdateNodePool(node_version[, image_type]) and UpdateCluster(desired_node_pool_id +
+    # desired_node_version) upgrade a pool; an "upgrade" to the same version recreates its nodes,
+    # which is how xpk makes existing nodes take the Lustre CSI driver (core/nodepool.py
+    # recreate_nodes_in_existing_node_pools: `gcloud container clusters upgrade C --node-pool=X`).
+    # Operation type UPGRADE_NODES (container_v1: "A node pool is being updated ... includes most
+    # forms of updates to node pools"). node_version accepts "-" (the master's version), "latest",
+    # 1.X, 1.X.Y or 1.X.Y-gke.N (UpdateNodePoolRequest docstring); the docstring calls image_type
+    # "Required" too, but whether the API refuses an empty one was not verified: empty keeps the
+    # pool's image. Nodes are recreated one at a time (Cluster Toolkit's gke-node-pool sets
+    # max_surge 0, max_unavailable 1), node_pool_recreate reference minutes each: each goes away
+    # (its pods are killed, as in a preemption) and registers again, with no images and with the
+    # cluster's current CSI drivers.
+
+    def update_node_pool(self, project: str, location: str, cluster: str, pool: str, node_version: str,
+                         image_type: str = "") -> container_v1.Operation:
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        np = self._pool(project, location, cluster, pool)
+        self._busy(p, location, cluster)
+        if c.status != Status.RUNNING:
+            raise FailedPrecondition(f"Cluster {cluster} is not running (status {c.status.name}).")
+        if np.status != container_v1.NodePool.Status.RUNNING:
+            raise FailedPrecondition(f"Node pool {pool} is not running (status {np.status.name}).")
+        version = self._resolve_node_version(c, node_version)
+        nodes = np.initial_node_count * max(1, len(np.locations))
+        per_node = self.clock.seconds("node_pool_recreate")
+        np.status = container_v1.NodePool.Status.RECONCILING
+        c.status = Status.RECONCILING
+        op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_NODES, f"/nodePools/{pool}")
+        self._schedule("node_pool_recreated", {"project": project, "location": location, "cluster": cluster,
+                                               "pool": pool, "operation": op.name, "version": version,
+                                               "image_type": image_type}, seconds=per_node * nodes)
+        self._commit()
+        self._emit("node_pool_recreating", project, location, cluster,
+                   **{**_pool_data(np), "per_node_s": per_node, "version": version, "operation": op.name})
+        return _copy(op)
+
+    @staticmethod
+    def _resolve_node_version(c: container_v1.Cluster, wanted: str) -> str:
+        if not wanted:
+            raise InvalidArgument("node_version is required: a version, \"latest\" or \"-\" (the master's version)")
+        if wanted in ("-", "latest") or wanted == c.current_master_version:
+            return c.current_master_version
+        if not re.match(r"^1\.\d+(\.\d+(-gke\.\d+)?)?$", wanted):
+            raise InvalidArgument(f'Version "{wanted}" is invalid. It should have the form 1.X, 1.X.Y, 1.X.Y-.*, '
+                                  "'latest'")
+        if not c.current_master_version.startswith(wanted):
+            raise InvalidArgument(f"Node version {wanted!r} is not offered by the sandbox: it runs only "
+                                  f"{c.current_master_version} (use \"-\" for the master's version)")
+        return c.current_master_version
+
+    def _on_node_pool_recreated(self, project: str, location: str, cluster: str, pool: str, operation: str,
+                                version: str, image_type: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        np = next((n for n in c.node_pools if n.name == pool), None) if c is not None else None
+        if np is None:
+            return
+        np.version = version
+        if image_type:
+            np.config.image_type = image_type
+        np.status = container_v1.NodePool.Status.RUNNING
+        if c.status == Status.RECONCILING:
+            c.status = Status.RUNNING
+        self._emit("node_pool_recreated", project, location, cluster, node_pool=pool, version=version)
+
+    # -- GKE's own operations ---------------------------------------------------------------------
+    #
+    # Right after a cluster is created GKE often runs its own UPGRADE_MASTER (an auto-upgrade;
+    # container_v1 Operation.Type.UPGRADE_MASTER "includes auto-upgrades"), during which every
+    # other operation is refused busy: hashicorp/terraform-provider-google 1643 (an UPGRADE_MASTER
+    # right after the cluster's node pools), scylladb/scylla-operator 9 ("GKE sometimes upgrades
+    # the cluster right after deployment"). The sandbox starts one when xpk's create finishes, for
+    # gke_auto_upgrade reference minutes; the cluster is RECONCILING meanwhile (its API answers).
+    # World.gke_auto_upgrade = False turns it off.
+
+    def start_gke_upgrade(self, project: str, location: str, cluster: str) -> container_v1.Operation:
+        """Start GKE's own UPGRADE_MASTER on an idle cluster (refused busy like any other)."""
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._busy(p, location, cluster)
+        c.status = Status.RECONCILING
+        op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_MASTER,
+                                    detail="Automatic upgrade of the control plane (GKE-initiated)")
+        self._schedule("gke_upgraded", {"project": project, "location": location, "cluster": cluster,
+                                        "operation": op.name}, key="gke_auto_upgrade")
+        self._commit()
+        return _copy(op)
+
+    def _on_gke_upgraded(self, project: str, location: str, cluster: str, operation: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        if c is not None and c.status == Status.RECONCILING:
+            c.status = Status.RUNNING
 
     def delete_cluster(self, project: str, location: str, cluster: str, *, key: str = "xpk_delete",
                        seconds: float | None = None) -> container_v1.Operation:
@@ -1134,15 +1425,40 @@ class World:
         await self._wait(lambda: ops[operation].status == OpStatus.DONE, timeout)
         return _copy(ops[operation])
 
-    # ---- xpk (what `xpk cluster create/delete` does, phase by phase) -----------------------------
+    async def wait_cluster_idle(self, project: str, location: str, cluster: str,
+                                timeout: float | None = None) -> None:
+        """Until no operation runs on the cluster (what Terraform's retry on FAILED_PRECONDITION
+        amounts to: terraform-provider-google retryWhileIncompatibleOperation)."""
+        await self._wait(lambda: self.running_cluster_operation(project, location, cluster) is None, timeout)
+
+    # ---- xpk 1.16.0 (what `xpk cluster create/delete` does on the Cluster Toolkit path) --------
+    #
+    # Source: AI-Hypercomputer/xpk 1.16.0 src/xpk/core/blueprint/blueprint_generator.py
+    # generate_a4_blueprint (b200-8 -> a4-highgpu-8g) and Cluster Toolkit v1.94.0's modules:
+    #   <c>-net-0 / <c>-sub-0 192.168.0.0/18, firewall <c>-internal-0; <c>-net-1 / <c>-sub-1
+    #   192.168.64.0/18, firewall <c>-internal-1 (both: source 192.168.0.0/16, tcp 0-65535,
+    #   udp 0-65535, icmp); <c>-rdma-net with 8 subnets <c>-rdma-sub-<i> = cidrsubnet(
+    #   192.168.128.0/18, 3, i) (modules/network/gpu-rdma-vpc); MTU 8896 on all three.
+    #   The cluster (modules/scheduler/gke-cluster) is regional, named <c> (prefix_with_deployment_name
+    #   false), resource_labels = blueprint vars.labels {"gke_product_type": "xpk"} + the Toolkit's
+    #   ghpc_blueprint / ghpc_deployment (= the deployment name <c>-<h5>) + the module's
+    #   ghpc_module "gke-cluster", ghpc_role "scheduler", set at creation (no SetLabels call).
+    #   Its system pool is "system" (system_node_pool_name's default) with
+    #   --default-pool-cpu-num-nodes (default 6) nodes of --default-pool-cpu-machine-type; the
+    #   sandbox skips the default-pool the module creates and removes. The GPU pool
+    #   (modules/compute/gke-node-pool, no name set) is "<machine type>-<module id>" =
+    #   "a4-highgpu-8g-<c>-a4-pool", static_node_count --num-nodes, zones [zone], spot per --spot.
+    # --enable-lustre-csi-driver is ignored on this path (the blueprint has no Lustre setting).
 
     async def xpk_cluster_create(self, project: str, zone: str, cluster: str, *, num_nodes: int,
                                  device_type: str = "b200-8", spot: bool = True,
-                                 default_pool_cpu_machine_type: str = "e2-standard-4",
+                                 default_pool_cpu_machine_type: str = "e2-standard-16",
+                                 default_pool_cpu_num_nodes: int = 6, deployment: str = "",
                                  progress: Callable[[str], None] | None = None) -> container_v1.Cluster:
         """Networks at xpk_networks, control plane at xpk_control_plane, the GPU pool at
         xpk_node_pool, exit at xpk_done (minutes after start). Re-running skips what exists.
-        `--enable-lustre-csi-driver` is deliberately absent: on the Toolkit path it has no effect."""
+        A GPU pool that fails (e.g. over quota) raises CloudError with the operation's error.
+        Progress lines are Terraform's, as gcluster deploy streams them."""
         device = XPK_DEVICE_TYPES.get(device_type)
         if device is None:
             raise InvalidArgument(f"device type {device_type!r} is not known; try one of {sorted(XPK_DEVICE_TYPES)}")
@@ -1150,59 +1466,106 @@ class World:
             raise InvalidArgument(f"num_nodes must be >= 1, got {num_nodes}")
         say = progress or (lambda _line: None)
         region = region_of(zone)
+        deployment = deployment or xpk_unique_name(project, region, cluster)
         t_net, t_cp, t_np, t_done = self.clock.offsets(XPK_MILESTONES)
         start = time.monotonic()
 
         def left(t: float) -> float:
             return max(0.0, t - (time.monotonic() - start))
 
-        say(f"[XPK] Creating networks and firewall rules for {cluster} with Cluster Toolkit")
+        say(f"module.{cluster}-net-0.module.vpc.module.vpc.google_compute_network.network: Creating...")
         await asyncio.sleep(left(t_net))
-        for net in _xpk_networks(project, region, cluster):
-            if net.name not in self._project(project).networks:
-                self.create_network(project, net.name, subnets=net.subnets, created_by="xpk")
-        say(f"[XPK] Networks {cluster}-net-0, {cluster}-net-1, {cluster}-rdma-net are ready")
         p = self._project(project)
+        for net in _xpk_networks(project, region, cluster):
+            if net.name not in p.networks:
+                self.create_network(project, net.name, subnets=net.subnets, created_by="xpk")
+            say(f"module.{net.name}.module.vpc.module.vpc.google_compute_network.network: Creation complete "
+                f"[id=projects/{project}/global/networks/{net.name}]")
+        for rule in _xpk_firewalls(project, cluster):
+            if rule.name not in p.firewalls:
+                self.create_firewall(project, rule)
+            say(f"module.{rule.network}.module.firewall_rules.google_compute_firewall.rules_ingress_egress"
+                f"[\"{rule.name}\"]: Creation complete [id=projects/{project}/global/firewalls/{rule.name}]")
         if f"{region}/{cluster}" not in p.clusters:
-            op = self.create_cluster(project, region, _xpk_cluster(cluster, zone, default_pool_cpu_machine_type),
-                                     seconds=left(t_cp))
-            say(f"[XPK] Creating GKE cluster {cluster} in {region} (operation {op.name})")
+            spec = _xpk_cluster(cluster, zone, default_pool_cpu_machine_type, default_pool_cpu_num_nodes,
+                                deployment)
+            self.create_cluster(project, region, spec, seconds=left(t_cp))
+            say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creating...")
         await self._wait(lambda: self._cluster(project, region, cluster).status != Status.PROVISIONING)
-        say(f"[XPK] GKE control plane of {cluster} is RUNNING")
-        pool = _xpk_pool(cluster, zone, device, num_nodes, spot)
-        if all(np.name != pool.name for np in self._cluster(project, region, cluster).node_pools):
+        say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creation complete "
+            f"[id=projects/{project}/locations/{region}/clusters/{cluster}]")
+        pool = _xpk_pool(cluster, zone, device, num_nodes, spot, deployment)
+        existing = next((np for np in self._cluster(project, region, cluster).node_pools if np.name == pool.name),
+                        None)
+        resource = f"module.{cluster}-a4-pool.google_container_node_pool.node_pool[0]"
+        if existing is not None and existing.status == container_v1.NodePool.Status.ERROR:
+            raise FailedPrecondition(f"Error: node pool {pool.name} is in state ERROR: {existing.status_message}")
+        if existing is None:
+            await self.wait_cluster_idle(project, region, cluster)  # Terraform retries a busy cluster
             op = self.create_node_pool(project, region, cluster, pool, seconds=left(t_np))
-            say(f"[XPK] Creating node pool {pool.name}: {num_nodes} x {device.machine_type} (operation {op.name})")
-            await self.wait_cluster_operation(project, region, op.name)
-        say(f"[XPK] Node pool {pool.name} is ready; installing JobSet and Kueue")
+            say(f"{resource}: Creating...")
+            done = await self.wait_cluster_operation(project, region, op.name)
+            if container_v1.Operation.pb(done).HasField("error"):
+                from rltui.sandbox.grpc_util import ResourceExhausted
+                err = container_v1.Operation.pb(done).error
+                failed = ResourceExhausted(err.message) if err.code == 8 else CloudError(err.message)
+                failed.message = (f"Error: error creating NodePool: {err.message}\n\n"
+                                  f"  with {resource},\n  on modules/embedded/modules/compute/gke-node-pool/main.tf, "
+                                  f"in resource \"google_container_node_pool\" \"node_pool\"")
+                raise failed
+        say(f"{resource}: Creation complete [id=projects/{project}/locations/{region}/clusters/{cluster}/"
+            f"nodePools/{pool.name}]")
+        say("module.workload-manager-install.module.install_jobset[0]: Creation complete")
         await asyncio.sleep(left(t_done))
+        say("Apply complete!")
         self._emit("xpk_cluster_ready", project, region, cluster, zone=zone, node_pool=pool.name)
-        say("[XPK] Exiting XPK cleanly")
+        if self.gke_auto_upgrade and self.running_cluster_operation(project, region, cluster) is None:
+            self.start_gke_upgrade(project, region, cluster)
         return self.get_cluster(project, region, cluster)
 
     async def xpk_cluster_delete(self, project: str, zone: str, cluster: str, *, delete_networks: bool = True,
                                  progress: Callable[[str], None] | None = None) -> None:
-        """Delete the cluster (xpk_delete), then xpk's networks. delete_networks=False is what xpk
-        does when run outside its state directory. A network still used (e.g. by a peering) stays
-        and FailedPrecondition says which."""
+        """delete_networks=True: the Toolkit path (gcluster destroy: the cluster, once no operation
+        runs on it since Terraform retries FAILED_PRECONDITION, then the firewall rules and the
+        three networks). False: the plain GKE path xpk takes without its blueprint (`gcloud beta
+        container clusters delete`, no retry: a busy cluster fails it; the Toolkit networks stay,
+        since xpk's delete_cluster_subnets only matches `<c>-<location>-sub-*`). A network still
+        used (e.g. by a peering) stays and FailedPrecondition says which."""
         say = progress or (lambda _line: None)
         region = region_of(zone)
         if f"{region}/{cluster}" in self._project(project).clusters:
+            if delete_networks:
+                await self.wait_cluster_idle(project, region, cluster)
             op = self.delete_cluster(project, region, cluster)
-            say(f"[XPK] Deleting GKE cluster {cluster} (operation {op.name})")
+            say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Destroying... "
+                f"[id=projects/{project}/locations/{region}/clusters/{cluster}]" if delete_networks
+                else f"Deleting cluster {cluster}...")
             await self.wait_cluster_operation(project, region, op.name)
-        else:
-            say(f"[XPK] Cluster {cluster} not found in {region}")
+            say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Destruction complete"
+                if delete_networks else
+                f"Deleted [{GKE_API}/projects/{project}/zones/{region}/clusters/{cluster}].")
+        elif not delete_networks:
+            raise NotFound(f"ResponseError: code=404, message=Not found: projects/{project}/locations/{region}/"
+                           f"clusters/{cluster}. Could not find [{cluster}] in [{region}].")
+        if not delete_networks:
+            return
         errors: list[str] = []
-        for net in _xpk_networks(project, region, cluster) if delete_networks else []:
-            if net.name in self._project(project).networks:
+        p = self._project(project)
+        for rule in _xpk_firewalls(project, cluster):
+            if rule.name in p.firewalls:
+                self.delete_firewall(project, rule.name)
+                say(f"module.{rule.network}.module.firewall_rules.google_compute_firewall.rules_ingress_egress"
+                    f"[\"{rule.name}\"]: Destruction complete")
+        for net in _xpk_networks(project, region, cluster):
+            if net.name in p.networks:
                 try:
                     self.delete_network(project, net.name)
-                    say(f"[XPK] Deleted network {net.name}")
+                    say(f"module.{net.name}.module.vpc.module.vpc.google_compute_network.network: "
+                        "Destruction complete")
                 except CloudError as exc:
                     errors.append(exc.message)
         if errors:
-            raise FailedPrecondition("; ".join(errors))
+            raise FailedPrecondition("; ".join(f"Error: {e}" for e in errors))
 
     # ---- Managed Lustre --------------------------------------------------------------------------
 
@@ -1537,31 +1900,57 @@ def _new_project(project: str, enabled: Iterable[str] = ()) -> _Project:
 
 
 def _xpk_networks(project: str, region: str, cluster: str) -> list[Network]:
+    rdma = ipaddress.ip_network("192.168.128.0/18").subnets(new_prefix=21)  # cidrsubnet(range, 3, i)
     return [
         Network(project, f"{cluster}-net-0", [Subnet(f"{cluster}-sub-0", region, "192.168.0.0/18")], "xpk"),
         Network(project, f"{cluster}-net-1", [Subnet(f"{cluster}-sub-1", region, "192.168.64.0/18")], "xpk"),
         Network(project, f"{cluster}-rdma-net",
-                [Subnet(f"{cluster}-rdma-sub-{i}", region, f"192.168.{128 + i}.0/24") for i in range(8)], "xpk"),
+                [Subnet(f"{cluster}-rdma-sub-{i}", region, str(net)) for i, net in enumerate(rdma)], "xpk"),
     ]
 
 
-def _xpk_cluster(cluster: str, zone: str, cpu_machine_type: str) -> container_v1.Cluster:
+_XPK_ALLOW = [{"IPProtocol": "tcp", "ports": ["0-65535"]}, {"IPProtocol": "udp", "ports": ["0-65535"]},
+              {"IPProtocol": "icmp"}]
+
+
+def _xpk_firewalls(project: str, cluster: str) -> list[Firewall]:
+    return [Firewall(project, f"{cluster}-internal-{i}", f"{cluster}-net-{i}",
+                     source_ranges=["192.168.0.0/16"], allowed=copy.deepcopy(_XPK_ALLOW), created_by="xpk")
+            for i in (0, 1)]
+
+
+def _toolkit_labels(deployment: str, module: str, role: str) -> dict[str, str]:
+    return {"gke_product_type": "xpk", "ghpc_blueprint": deployment, "ghpc_deployment": deployment,
+            "ghpc_module": module, "ghpc_role": role}
+
+
+def _xpk_cluster(cluster: str, zone: str, cpu_machine_type: str, cpu_nodes: int,
+                 deployment: str) -> container_v1.Cluster:
     return container_v1.Cluster(
         name=cluster, network=f"{cluster}-net-0", subnetwork=f"{cluster}-sub-0", locations=[zone],
-        resource_labels={"created-by": "xpk"},
-        node_pools=[container_v1.NodePool(name="default-pool", initial_node_count=1, locations=[zone],
-                                          config=container_v1.NodeConfig(machine_type=cpu_machine_type))],
+        resource_labels=_toolkit_labels(deployment, "gke-cluster", "scheduler"),
+        node_pools=[container_v1.NodePool(name="system", initial_node_count=max(1, cpu_nodes), locations=[zone],
+                                          config=container_v1.NodeConfig(machine_type=cpu_machine_type,
+                                                                         image_type="COS_CONTAINERD"))],
     )
 
 
-def _xpk_pool(cluster: str, zone: str, device: XpkDevice, num_nodes: int, spot: bool) -> container_v1.NodePool:
+def xpk_pool_name(cluster: str, machine_type: str) -> str:
+    """Cluster Toolkit gke-node-pool's default name: "<machine type>-<module id>" with the module
+    id `<c>-a4-pool` lowercased and stripped to [a-z0-9-]."""
+    return f"{machine_type}-" + re.sub(r"[^a-z0-9-]", "", f"{cluster}-a4-pool".lower())
+
+
+def _xpk_pool(cluster: str, zone: str, device: XpkDevice, num_nodes: int, spot: bool,
+              deployment: str) -> container_v1.NodePool:
     labels = {"cloud.google.com/gke-accelerator": device.accelerator_type}
     if spot:
         labels["cloud.google.com/gke-spot"] = "true"
     return container_v1.NodePool(
-        name=f"{cluster}-np-0", initial_node_count=num_nodes, locations=[zone],
+        name=xpk_pool_name(cluster, device.machine_type), initial_node_count=num_nodes, locations=[zone],
         config=container_v1.NodeConfig(
-            machine_type=device.machine_type, spot=spot, labels=labels,
+            machine_type=device.machine_type, spot=spot, labels=labels, image_type="COS_CONTAINERD",
+            disk_type="hyperdisk-balanced", resource_labels=_toolkit_labels(deployment, "gke-node-pool", "compute"),
             accelerators=[container_v1.AcceleratorConfig(accelerator_count=device.accelerators_per_node,
                                                          accelerator_type=device.accelerator_type)],
             taints=[container_v1.NodeTaint(key="nvidia.com/gpu", value="present",
@@ -1583,6 +1972,7 @@ def _pool_data(np: container_v1.NodePool) -> dict[str, Any]:
         "labels": dict(np.config.labels),
         "taints": [{"key": t.key, "value": t.value, "effect": t.effect.name} for t in np.config.taints],
         "locations": list(np.locations),
+        "version": np.version or GKE_VERSION,
     }
 
 
@@ -1590,6 +1980,7 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
     return {
         "networks": [dataclasses.asdict(n) for n in p.networks.values()],
         "addresses": [dataclasses.asdict(a) for a in p.addresses.values()],
+        "firewalls": [dataclasses.asdict(f) for f in p.firewalls.values()],
         "peerings": [dataclasses.asdict(x) for x in p.peerings.values()],
         "services": sorted(p.services),
         "clusters": [json.loads(container_v1.Cluster.to_json(c)) for c in p.clusters.values()],
@@ -1597,7 +1988,6 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
         "instances": [json.loads(lustre_v1.Instance.to_json(i)) for i in p.instances.values()],
         "next_range": p.next_range,
         "lustre_hosts": p.lustre_hosts,
-        "firewalls": [dataclasses.asdict(f) for f in p.firewalls.values()],
         "compute_ops": list(p.compute_ops.values()),
         "default_network_made": p.default_network_made,
     }
@@ -1614,6 +2004,7 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
         net = Network(**{**n, "subnets": [Subnet(**s) for s in n["subnets"]]})
         p.networks[net.name] = net
     p.addresses = {a["name"]: Address(**a) for a in d["addresses"]}
+    p.firewalls = {f["name"]: Firewall(**f) for f in d.get("firewalls", [])}
     p.peerings = {f"{x['network']}|{x['service']}": Peering(**x) for x in d["peerings"]}
     p.services = set(d["services"])
     for item in d["clusters"]:

@@ -1,4 +1,7 @@
-"""The real ClusterManagerClient against the sandbox's GKE service, and the xpk phases behind it."""
+"""The real ClusterManagerClient against the sandbox's GKE service, and the xpk phases behind it:
+GKE's one-operation-at-a-time rule in both real wordings (with ErrorInfo reason
+CLUSTER_ALREADY_HAS_OPERATION), GKE's own upgrade right after xpk's create, SetLabels with its
+fingerprint, UpdateNodePool as an UPGRADE_NODES operation, and a node pool over GPU quota."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import container_v1
 
-from rltui.sandbox.world import FailedPrecondition
+from rltui.sandbox.world import FailedPrecondition, xpk_unique_name
 
 PROJECT = "rl-demo-project"
 ZONE = "us-east1-b"
@@ -95,13 +98,16 @@ def test_addon_update_takes_time_and_a_busy_cluster_refuses_a_second(make_sandbo
     assert op.operation_type == Op.Type.UPDATE_CLUSTER
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RECONCILING
 
-    with pytest.raises(exceptions.FailedPrecondition) as err:
-        client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(desired_addons_config=desired))
-    assert f"Operation {op.name} is currently updating cluster {CLUSTER}" in err.value.message
-    with pytest.raises(exceptions.FailedPrecondition):
-        client.set_addons_config(name=NAME, addons_config=desired)
-    with pytest.raises(exceptions.FailedPrecondition):
-        client.delete_cluster(name=NAME)
+    # An UPDATE_CLUSTER running: the "incompatible operation" wording (rancher/gke-operator 509).
+    for second in (lambda: client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(
+                       desired_addons_config=desired)),
+                   lambda: client.set_addons_config(name=NAME, addons_config=desired),
+                   lambda: client.delete_cluster(name=NAME)):
+        with pytest.raises(exceptions.FailedPrecondition) as err:
+            second()
+        assert err.value.message == f"Cluster is running incompatible operation {op.name}."
+        assert err.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+        assert err.value.domain == "container.googleapis.com"
 
     wait_done(client, op)
     assert time.monotonic() - start >= 0.35  # 4 minutes at speed 600, -10 % jitter
@@ -114,8 +120,10 @@ def test_addon_update_takes_time_and_a_busy_cluster_refuses_a_second(make_sandbo
 def test_set_addons_config_and_unsupported_updates(sandbox, clients) -> None:
     client = clients.gke(sandbox)
     running_cluster(sandbox)
-    with pytest.raises(exceptions.MethodNotImplemented, match="desired_node_version"):
+    with pytest.raises(exceptions.MethodNotImplemented, match="desired_node_pool_id"):
         client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(desired_node_version="1.34"))
+    with pytest.raises(exceptions.MethodNotImplemented, match="desired_master_version"):
+        client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(desired_master_version="1.34"))
     op = client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
         ray_operator_config=container_v1.RayOperatorConfig(enabled=True)))
     wait_done(client, op)
@@ -135,30 +143,45 @@ def test_delete_cluster_stops_then_is_gone(sandbox, clients) -> None:
 
 def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
     world = sandbox.world
+    world.gke_auto_upgrade = False  # its own test below
     events, lines = [], []
     sandbox.call(world.subscribe, events.append)
     start = time.monotonic()
     sandbox.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8, progress=lines.append))
     took = time.monotonic() - start
+    pool = f"a4-highgpu-8g-{CLUSTER}-a4-pool"  # Cluster Toolkit gke-node-pool's default name
 
     assert 0.2 <= took < 3  # 25 profile minutes at speed 6000
-    assert lines[-1] == "[XPK] Exiting XPK cleanly"
-    nets = {n.name: n.created_by for n in sandbox.call(world.list_networks, PROJECT)}
-    assert nets == {"default": "", f"{CLUSTER}-net-0": "xpk", f"{CLUSTER}-net-1": "xpk", f"{CLUSTER}-rdma-net": "xpk"}
+    assert lines[-1] == "Apply complete!"  # gcluster deploy's Terraform output; xpk prints its own exit line
+    nets = {n.name: n for n in sandbox.call(world.list_networks, PROJECT)}
+    assert {k: n.created_by for k, n in nets.items()} == {
+        "default": "", f"{CLUSTER}-net-0": "xpk", f"{CLUSTER}-net-1": "xpk", f"{CLUSTER}-rdma-net": "xpk"}
+    rdma = nets[f"{CLUSTER}-rdma-net"].subnets
+    assert [(s.name, s.ip_cidr_range) for s in rdma[:2]] == [
+        (f"{CLUSTER}-rdma-sub-0", "192.168.128.0/21"), (f"{CLUSTER}-rdma-sub-1", "192.168.136.0/21")]
+    assert len(rdma) == 8 and rdma[-1].ip_cidr_range == "192.168.184.0/21"
+    rules = {f.name: (f.network, f.source_ranges) for f in sandbox.call(world.list_firewalls, PROJECT)}
+    assert rules == {f"{CLUSTER}-internal-0": (f"{CLUSTER}-net-0", ["192.168.0.0/16"]),
+                     f"{CLUSTER}-internal-1": (f"{CLUSTER}-net-1", ["192.168.0.0/16"])}
     kinds = [(e.kind, e.data.get("node_pool")) for e in events]
-    assert kinds == [("cluster_running", None), ("node_pool_ready", "default-pool"),
-                     ("node_pool_ready", f"{CLUSTER}-np-0"), ("xpk_cluster_ready", f"{CLUSTER}-np-0")]
+    assert kinds == [("cluster_running", None), ("node_pool_ready", "system"),
+                     ("node_pool_ready", pool), ("xpk_cluster_ready", pool)]
     gpu = events[2].data
     assert (gpu["node_count"], gpu["machine_type"], gpu["spot"], gpu["accelerator_type"], gpu["accelerator_count"]) \
         == (8, "a4-highgpu-8g", True, "nvidia-b200", 8)
     assert gpu["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-b200"
 
-    # The real client sees xpk's regional cluster, its network and both pools.
+    # The real client sees xpk's regional cluster, its network, both pools and the Toolkit's labels.
     client = clients.gke(sandbox)
     got = client.get_cluster(name=NAME)
-    assert got.network == f"{CLUSTER}-net-0" and got.current_node_count == 9
-    assert [p.name for p in client.list_node_pools(parent=NAME).node_pools] == ["default-pool", f"{CLUSTER}-np-0"]
+    assert got.network == f"{CLUSTER}-net-0" and got.current_node_count == 6 + 8
+    assert [p.name for p in client.list_node_pools(parent=NAME).node_pools] == ["system", pool]
     assert not got.addons_config.lustre_csi_driver_config.enabled  # xpk's flag does nothing for b200-8
+    deployment = xpk_unique_name(PROJECT, REGION, CLUSTER)
+    assert dict(got.resource_labels) == {"gke_product_type": "xpk", "ghpc_blueprint": deployment,
+                                         "ghpc_deployment": deployment, "ghpc_module": "gke-cluster",
+                                         "ghpc_role": "scheduler"}
+    assert len(got.label_fingerprint) == 8
 
     # The codelab's Lustre peering on net-0 keeps xpk from deleting that network.
     net0 = f"{CLUSTER}-net-0"
@@ -168,4 +191,95 @@ def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
     with pytest.raises(exceptions.NotFound):
         client.get_cluster(name=NAME)
     assert [n.name for n in sandbox.call(world.list_networks, PROJECT)] == ["default", net0]
+    assert sandbox.call(world.list_firewalls, PROJECT) == []
     assert [e.kind for e in events[-3:]] == ["node_pool_deleted", "node_pool_deleted", "cluster_deleted"]
+
+
+def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> None:
+    """GKE's own UPGRADE_MASTER: the "is currently upgrading" wording, with the same reason."""
+    sandbox.run(sandbox.world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2))
+    client = clients.gke(sandbox)
+    ops = [o for o in client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
+           if o.status != Op.Status.DONE]
+    assert [o.operation_type for o in ops] == [Op.Type.UPGRADE_MASTER]
+    assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RECONCILING
+    with pytest.raises(exceptions.FailedPrecondition) as err:
+        client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
+            ray_operator_config=container_v1.RayOperatorConfig(enabled=True)))
+    assert err.value.message == (f"Operation {ops[0].name} is currently upgrading cluster {CLUSTER}. "
+                                 "Please wait and try again once it is done.")
+    assert err.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+    wait_done(client, ops[0])  # gke_auto_upgrade: 8 minutes = 0.08 s at speed 6000
+    assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RUNNING
+    op = client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
+        ray_operator_config=container_v1.RayOperatorConfig(enabled=True)))
+    assert wait_done(client, op).status == Op.Status.DONE
+
+
+def test_set_labels_checks_the_fingerprint(make_sandbox, clients) -> None:
+    sandbox = make_sandbox(speed=60.0)  # gke_set_labels: 0.1 minute = 0.1 s
+    client = clients.gke(sandbox)
+    running_cluster(sandbox)
+    first = client.get_cluster(name=NAME)
+    with pytest.raises(exceptions.FailedPrecondition) as err:
+        client.set_labels(request={"name": NAME, "resource_labels": {"team": "rl"}, "label_fingerprint": ""})
+    assert err.value.message == ("Labels could not be set due to fingerprint mismatch; try again with the proper "
+                                 f'fingerprint: incorrect fingerprint supplied was "", the expected one is '
+                                 f'"{first.label_fingerprint}".')
+    op = client.set_labels(request={"name": NAME, "resource_labels": {"team": "rl"}, "label_fingerprint": first.label_fingerprint})
+    assert op.operation_type == Op.Type.UPDATE_CLUSTER  # SET_LABELS is unused by the API
+    with pytest.raises(exceptions.FailedPrecondition) as busy:
+        client.set_labels(request={"name": NAME, "resource_labels": {"team": "x"}, "label_fingerprint": first.label_fingerprint})
+    assert busy.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+    listed = client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
+    assert op.name in [o.name for o in listed]
+    wait_done(client, op)
+    after = client.get_cluster(name=NAME)
+    assert dict(after.resource_labels) == {"team": "rl"} and after.label_fingerprint != first.label_fingerprint
+    with pytest.raises(exceptions.FailedPrecondition, match="fingerprint mismatch"):  # the old one is stale now
+        client.set_labels(request={"name": NAME, "resource_labels": {}, "label_fingerprint": first.label_fingerprint})
+
+
+def test_update_node_pool_is_an_upgrade_nodes_operation(sandbox, clients) -> None:
+    client = clients.gke(sandbox)
+    running_cluster(sandbox)
+    events: list = []
+    sandbox.call(sandbox.world.subscribe, events.append)
+    pool = f"{NAME}/nodePools/default-pool"
+    with pytest.raises(exceptions.InvalidArgument, match="node_version is required"):
+        client.update_node_pool(request={"name": pool, "image_type": "COS_CONTAINERD"})
+    with pytest.raises(exceptions.InvalidArgument, match="It should have the form"):
+        client.update_node_pool(request={"name": pool, "node_version": "v1.33"})
+    op = client.update_node_pool(request={"name": pool, "node_version": "-", "image_type": "COS_CONTAINERD"})
+    assert op.operation_type == Op.Type.UPGRADE_NODES and op.target_link.endswith("/nodePools/default-pool")
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RECONCILING
+    with pytest.raises(exceptions.FailedPrecondition) as busy:  # an upgrade: the older wording
+        client.update_node_pool(request={"name": pool, "node_version": "-", "image_type": "COS_CONTAINERD"})
+    assert "is currently upgrading cluster" in busy.value.message
+    assert busy.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+    wait_done(client, op)
+    assert client.get_node_pool(name=pool).status == container_v1.NodePool.Status.RUNNING
+    assert [e.kind for e in events] == ["node_pool_recreating", "node_pool_recreated"]
+    # The same upgrade by UpdateCluster, as gcloud container clusters upgrade --node-pool may send it.
+    op = client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(
+        desired_node_pool_id="default-pool", desired_node_version="-"))
+    assert op.operation_type == Op.Type.UPGRADE_NODES
+    wait_done(client, op)
+
+
+def test_node_pool_over_gpu_quota_leaves_the_error_in_its_operation(sandbox, clients) -> None:
+    world = sandbox.world
+    world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 32.0  # 8 Spot nodes x 8 GPUs = 64
+    with pytest.raises(Exception) as err:
+        sandbox.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8))
+    assert "Quota 'PREEMPTIBLE_NVIDIA_B200_GPUS' exceeded.  Limit: 32.0 in region us-east1." in str(err.value)
+    client = clients.gke(sandbox)
+    ops = client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
+    failed = [o for o in ops if o.operation_type == Op.Type.CREATE_NODE_POOL]
+    assert len(failed) == 1 and failed[0].status == Op.Status.DONE
+    assert failed[0].error.code == 8  # google.rpc.Code.RESOURCE_EXHAUSTED
+    assert failed[0].error.message.endswith("creation failed: Quota 'PREEMPTIBLE_NVIDIA_B200_GPUS' exceeded.  "
+                                            "Limit: 32.0 in region us-east1.")
+    assert failed[0].nodepool_conditions[0].code == container_v1.StatusCondition.Code.GCE_QUOTA_EXCEEDED
+    pool = client.get_node_pool(name=f"{NAME}/nodePools/a4-highgpu-8g-{CLUSTER}-a4-pool")
+    assert pool.status == container_v1.NodePool.Status.ERROR

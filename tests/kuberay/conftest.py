@@ -130,18 +130,35 @@ class Box:
     # ---- the codelab's steps, done on the World directly ------------------------------------
 
     def xpk_cluster(self, cfg: RLConfig) -> None:
-        self.call(self.world.xpk_cluster_create(PROJECT, cfg.zone, cfg.cluster_name, num_nodes=cfg.num_nodes),
-                  timeout=30)
+        # One CPU node instead of xpk's default 6 (--default-pool-cpu-num-nodes): fewer nodes to count.
+        self.call(self.world.xpk_cluster_create(PROJECT, cfg.zone, cfg.cluster_name, num_nodes=cfg.num_nodes,
+                                                default_pool_cpu_machine_type="e2-standard-4",
+                                                default_pool_cpu_num_nodes=1), timeout=30)
 
-    def enable_addons(self, cfg: RLConfig, ray: bool = True, lustre: bool = True) -> None:
+    def enable_addons(self, cfg: RLConfig, ray: bool = True, lustre: bool = True,
+                      recreate: bool = True) -> None:
         addons = container_v1.AddonsConfig()
         if ray:
             addons.ray_operator_config = container_v1.RayOperatorConfig(enabled=True)
         if lustre:
             addons.lustre_csi_driver_config = container_v1.LustreCsiDriverConfig(enabled=True)
         region = region_of(cfg.zone)
+        # GKE's own upgrade right after xpk's create holds the cluster: wait, as a client retrying
+        # CLUSTER_ALREADY_HAS_OPERATION does.
+        self.call(self.world.wait_cluster_idle(PROJECT, region, cfg.cluster_name), timeout=30)
         op = self.fn(self.world.update_addons, PROJECT, region, cfg.cluster_name, addons)
         self.call(self.world.wait_cluster_operation(PROJECT, region, op.name), timeout=30)
+        if lustre and recreate:
+            self.recreate_nodes(cfg)
+
+    def recreate_nodes(self, cfg: RLConfig) -> None:
+        """What xpk does after enabling the Lustre CSI driver: upgrade every node pool to the same
+        version, which recreates its nodes (then they have the driver)."""
+        region = region_of(cfg.zone)
+        for pool in self.fn(self.world.list_node_pools, PROJECT, region, cfg.cluster_name):
+            self.call(self.world.wait_cluster_idle(PROJECT, region, cfg.cluster_name), timeout=30)
+            op = self.fn(self.world.update_node_pool, PROJECT, region, cfg.cluster_name, pool.name, "-")
+            self.call(self.world.wait_cluster_operation(PROJECT, region, op.name), timeout=30)
 
     def create_lustre(self, cfg: RLConfig) -> str:
         """Start creating the instance (on the project's default network); returns the operation."""

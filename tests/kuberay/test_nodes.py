@@ -15,11 +15,13 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from rltui import manifests
+from rltui.sandbox.nodes import pool_node_prefix
 from rltui.sandbox.world import region_of
 
 pytestmark = [pytest.mark.timeout(60)]
 
-GPU_NODE = re.compile(r"gke-ray-a4-gpu-spot-ray-a4-gpu-spot-np-0-[0-9a-f]{8}-[0-9a-z]{4}")
+GPU_POOL = "a4-highgpu-8g-ray-a4-gpu-spot-a4-pool"  # Cluster Toolkit gke-node-pool's default name
+GPU_NODE = re.compile(re.escape(pool_node_prefix("ray-a4-gpu-spot", GPU_POOL)) + r"[0-9a-f]{8}-[0-9a-z]{4}")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def test_xpk_cluster_registers_gke_nodes(box, core, tools) -> None:
     for node in gpu:
         labels = node.metadata.labels
         assert GPU_NODE.fullmatch(node.metadata.name), node.metadata.name
-        assert labels["cloud.google.com/gke-nodepool"] == "ray-a4-gpu-spot-np-0"
+        assert labels["cloud.google.com/gke-nodepool"] == GPU_POOL
         assert labels["cloud.google.com/gke-accelerator"] == "nvidia-b200"
         assert labels["cloud.google.com/gke-spot"] == "true"
         assert labels["node.kubernetes.io/instance-type"] == "a4-highgpu-8g"
@@ -62,7 +64,7 @@ def test_xpk_cluster_registers_gke_nodes(box, core, tools) -> None:
         assert node.status.allocatable["cpu"].endswith("m")  # GKE reserves a share of the CPUs
         assert _ready(node)
     (default,) = cpu
-    assert default.metadata.labels["cloud.google.com/gke-nodepool"] == "default-pool"
+    assert default.metadata.labels["cloud.google.com/gke-nodepool"] == "system"  # gke-cluster's system pool
     assert default.metadata.labels["node.kubernetes.io/instance-type"] == "e2-standard-4"
     assert not default.spec.taints and "nvidia.com/gpu" not in default.status.capacity
     out = subprocess.run(["kubectl", "--kubeconfig", str(box.kubeconfig), "get", "nodes", "--no-headers"],
@@ -131,9 +133,10 @@ def test_lustre_csi_daemonset_follows_the_addon(box, tools) -> None:
     apps = client.AppsV1Api(box.api())
     assert apps.list_namespaced_daemon_set("kube-system").items == []
     box.enable_addons(tools.config(), ray=False, lustre=True)
-    ds = tools.wait_for(lambda: apps.read_namespaced_daemon_set("lustre-csi-node", "kube-system"), 5,
-                        "the lustre-csi-node DaemonSet")
-    assert ds.status.desired_number_scheduled == 3 and ds.status.number_ready == 3
+    # enable_addons recreates the nodes as xpk does; the counts follow the nodes as they return.
+    ds = tools.wait_for(lambda: (d := apps.read_namespaced_daemon_set("lustre-csi-node", "kube-system"))
+                        .status.desired_number_scheduled == 3 and d, 5, "the lustre-csi-node DaemonSet on 3 nodes")
+    assert ds.status.number_ready == 3
 
 
 def test_preempt_takes_a_gpu_node_away_and_a_fresh_one_returns(box, core, tools) -> None:

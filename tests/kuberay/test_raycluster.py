@@ -24,6 +24,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import portforward
 
 from rltui import manifests
+from rltui.sandbox.nodes import pool_node_prefix
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -113,7 +114,7 @@ def test_head_service_and_pods_are_made_as_kuberay_makes_them(rollout) -> None:
         assert pod.spec.node_selector == template["nodeSelector"]
         assert [t.key for t in pod.spec.tolerations] == ["nvidia.com/gpu"]
         assert pod.spec.volumes[0].persistent_volume_claim.claim_name == "rl-demo-gpu-lustre-pvc"
-        assert pod.spec.node_name.startswith(f"gke-{NAME}-{NAME}-np-0-")
+        assert pod.spec.node_name.startswith(pool_node_prefix(NAME, f"a4-highgpu-8g-{NAME}-a4-pool"))
     assert workers[0].spec.node_name != workers[1].spec.node_name  # 8 GPUs each: one worker per node
     assert workers[0].spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
     assert "ray start --head" in heads[0].spec.containers[0].args[0]

@@ -48,6 +48,7 @@ class Box:
         install_tools(self.bin, self.url)
         self.home = root / "home"
         self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / ".config" / "gcloud").mkdir(parents=True, exist_ok=True)  # a gcloud that has logged in
         self.kubeconfig = root / "kube" / "config"
 
     async def _start(self) -> None:

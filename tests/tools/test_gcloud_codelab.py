@@ -41,8 +41,13 @@ def test_codelab_gcloud_sequence(make_box) -> None:
     describe_csi = ["gcloud", "container", "clusters", "describe", CLUSTER, "--region", REGION, "--project", PROJECT,
                     "--format=value(addonsConfig.lustreCsiDriverConfig.enabled)"]
     assert ok(box.tool(*describe_csi)).stdout.strip() == ""  # xpk ignored --enable-lustre-csi-driver
-    update = ok(box.tool("gcloud", "container", "clusters", "update", CLUSTER, "--region", REGION, "--project",
-                         PROJECT, "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"))
+    update_argv = ["gcloud", "container", "clusters", "update", CLUSTER, "--region", REGION, "--project", PROJECT,
+                   "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"]
+    # Right after the create GKE runs its own UPGRADE_MASTER (gke_auto_upgrade): refused until it ends.
+    busy = box.tool(*update_argv)
+    assert busy.returncode == 1 and "is currently upgrading cluster" in busy.stderr, busy.stderr
+    box.run(box.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
+    update = ok(box.tool(*update_argv))
     assert update.stderr.startswith(f"Updating {CLUSTER}...done.\nUpdated [")
     assert ok(box.tool(*describe_csi)).stdout == "True\n"
     ray = box.tool("gcloud", "container", "clusters", "describe", CLUSTER, f"--region={REGION}", P,

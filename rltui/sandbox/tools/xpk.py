@@ -1,82 +1,219 @@
-"""A fake `xpk` for the sandbox: `cluster create|delete|list` and `version`, with xpk's argv.
+"""A fake `xpk` 1.16.0 for the sandbox: `cluster create|delete|list` and `version`, with xpk's argv.
 
-Like the real xpk on the Cluster Toolkit path (b200-8), `cluster create` keeps its state under
-`./xpkclusters/` of the directory it runs in, and `cluster delete` deletes the networks only
-when it finds that state there; from elsewhere it deletes the GKE cluster alone and the
-networks stay. Progress is printed as the sandbox reaches each milestone.
+What it imitates, from AI-Hypercomputer/xpk 1.16.0 (src/xpk/...):
+- the parser: every `cluster create` / `cluster delete` flag of parser/cluster.py and
+  parser/common.py (tests/data/xpk_1.16.0_flags.json is the list; unused ones are accepted and
+  ignored), including the BooleanOptionalAction pairs (--dry-run/--no-dry-run, --quiet, ...);
+- the console (utils/console.py): every line is `[XPK] ...`; xpk_exit prints
+  `[XPK] Exiting XPK cleanly` (0) or `[XPK] XPK failed, error code N`; main.py prints
+  `[XPK] Starting xpk v1.16.0` first (core/updates.py) and `[XPK] XPK Done.` after a command that
+  returns without xpk_exit (`version`);
+- `cluster create` for b200-8 (commands/cluster.py): "Creating the cluster using Cluster Toolkit.
+  Machine Type: a4-highgpu-8g ...", then commands/cluster_gcluster.py: the gcloud credential
+  directory check ("Failed to find gcloud credential directory. ..." and exit 1; real xpk checks
+  only ~/.config/gcloud, the fake checks $CLOUDSDK_CONFIG when set, so the sandbox can keep its
+  own), the state layout `./xpkclusters/blueprints/<project>-<region>/<cluster>-<h5>.yaml` plus a
+  folder of that name (the a4 blueprint's dependencies), and `./xpkclusters/gcluster-out/`
+  (uploads/<prefix>/ staged copies, <prefix>/<deployment>/ the deployment gcluster creates);
+  h5 = xpk's hash_string of `<project>-<region>-<cluster>` lowercased (utils/objects.py). There
+  is no `./xpkclusters/<cluster>` folder. gcluster's Terraform output is relayed as the sandbox
+  reaches each milestone; a deploy that fails prints core/cluster_toolkit/native_manager.py's
+  "Running gcluster command: ... failed with code 1." and exits 1. `--dry-run` writes the
+  blueprint (generate_blueprint runs) and prints "Blueprint file: ..." and the commands it would run;
+- `cluster delete` (commands/cluster.py cluster_delete): with that blueprint, "Deleting <c> cluster
+  using Cluster Toolkit..." and gcluster destroy (cluster, firewall rules, networks; the blueprint
+  stays, as xpk never removes it); without it, the plain GKE path (`gcloud beta container clusters
+  delete`, then xpk's subnet clean-up that matches only `<c>-<location>-sub-*`): the Toolkit's
+  networks stay. Neither path asks for confirmation in the sandbox (xpk asks only when the cluster
+  runs xpk workloads; --force also sets quiet).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 from rltui.sandbox.tools import ControlError, call, control_url as resolve_url, property_value, run
+from rltui.sandbox.xpk_names import TOOLKIT_MACHINE_TYPES, prefix_path, unique_name
+from rltui.sandbox.xpk_names import zone_to_region as region_of
 
-XPK_VERSION = "0.14.0"
+XPK_VERSION = "1.16.0"
+TOOLKIT_VERSION = "v1.94.0"  # core/blueprint/blueprint_generator.py cluster_toolkit_version
 STATE_DIR = "xpkclusters"
+BLUEPRINT_DEPENDENCIES = ("config-map.yaml.tftpl", "nccl-rdma-installer-a4.yaml", "storage_crd.yaml")  # blueprints/a4
+
+# `cluster create` flags of xpk 1.16.0 the fake accepts but does not act on (beyond those below).
+_CREATE_VALUES = {
+    "--autoprovisioning-max-chips": int, "--autoprovisioning-min-chips": int, "--cluster-cpu-machine-type": str,
+    "--cluster-state-gcs-bucket": str, "--cpu-limit": int, "--custom-cluster-arguments": str,
+    "--custom-nodepool-arguments": str, "--custom-tpu-nodepool-arguments": str, "--gke-version": str,
+    "--host-maintenance-interval": str, "--memory-limit": str, "--mtc-gcs-bucket": str, "--mtc-ramdisk-size": str,
+    "--mtc-toleration-key": str, "--num-cubes": int, "--num-slices": int, "--pathways-gce-machine-type": str,
+    "--private-endpoint-subnetwork": str, "--reservation": str, "--tensorboard-name": str,
+    "--tensorboard-region": str,
+}
+_CREATE_SWITCHES = (
+    "--adapt-from-ct", "--create-vertex-tensorboard", "--enable-autoprovisioning", "--enable-gcpfilestore-csi-driver",
+    "--enable-gcsfuse-csi-driver", "--enable-legacy-lustre-port", "--enable-lustre-csi-driver",
+    "--enable-master-global-access", "--enable-mtc", "--enable-parallelstore-csi-driver", "--enable-pathways",
+    "--enable-pd-csi-driver", "--enable-private-endpoint", "--enable-workload-identity", "--flex", "--force",
+    "--ignore-nodepool-creation-errors", "--managed-mldiagnostics", "--on-demand", "--private", "--spot",
+    "--super-slicing",
+)
+# parser/common.py add_shared_arguments: on every cluster command.
+_SHARED_BOOLEANS = ("--dependency-auto-download", "--dry-run", "--quiet", "--sandbox-kubeconfig",
+                    "--skip-validation")
 
 
-def say(text: str) -> None:
-    sys.stdout.write(f"[XPK] {text}\n")
+def say(*parts: Any, end: str = "\n") -> None:
+    """xpk's utils/console.py xpk_print."""
+    sys.stdout.write("[XPK] ")
+    print(*parts, end=end)
     sys.stdout.flush()
 
 
 def relay(text: str, end: str = "\n") -> None:
-    """Print the sandbox's progress lines; main prints the exit line itself."""
-    if text != "[XPK] Exiting XPK cleanly":
-        sys.stdout.write(text + end)
-        sys.stdout.flush()
+    """gcluster's own output (Terraform's lines), printed as it streams."""
+    sys.stdout.write(text + end)
+    sys.stdout.flush()
 
 
-def state_dir(cluster: str) -> Path:
-    """Where this cluster's Toolkit state lives, relative to the current directory."""
-    return Path(STATE_DIR) / cluster
+class _Exit(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def xpk_exit(code: int) -> None:
+    raise _Exit(code)
+
+
+# ---- the parser ------------------------------------------------------------------------------------
 
 
 def _shared(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project", default=None, help="GCE project name (default: gcloud's project)")
-    parser.add_argument("--zone", default=None, help="GCE zone, e.g. us-east1-b")
-    parser.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    parser.add_argument("--project", type=str, default=None, help="GCE project name (default: gcloud's project)")
+    parser.add_argument("--project-number", type=str, default=None)
+    parser.add_argument("--zone", type=str, default=None, help="GCE zone, e.g. us-east1-b")
+    for flag in _SHARED_BOOLEANS:
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xpk", description="xpk (rltui sandbox fake)")
+    parser = argparse.ArgumentParser(prog="xpk", description="xpk command")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{cluster,version}")
     commands.add_parser("version", help="Get version of xpk.")
     cluster = commands.add_parser("cluster", help="Commands around creating, deleting, and viewing clusters.")
     sub = cluster.add_subparsers(dest="subcommand", required=True, metavar="{create,delete,list}")
 
     create = sub.add_parser("create", help="Create cloud clusters.")
+    create.add_argument("--cluster", type=str, required=True)
     device = create.add_mutually_exclusive_group(required=True)
-    device.add_argument("--device-type")
-    device.add_argument("--tpu-type")
-    create.add_argument("--cluster", required=True)
+    device.add_argument("--device-type", type=str)
+    device.add_argument("--tpu-type", type=str)
     create.add_argument("--num-nodes", type=int, default=2)
-    create.add_argument("--default-pool-cpu-machine-type", default="e2-standard-16")
+    create.add_argument("--default-pool-cpu-machine-type", type=str, default="e2-standard-16")
     create.add_argument("--default-pool-cpu-num-nodes", type=int, default=6)
-    for flag in ("--spot", "--on-demand", "--flex", "--enable-lustre-csi-driver", "--enable-gcsfuse-csi-driver",
-                 "--enable-gcpfilestore-csi-driver", "--enable-parallelstore-csi-driver",
-                 "--enable-workload-identity", "--private", "--enable-pathways"):
+    create.add_argument("--authorized-networks", action="extend", nargs="+", type=str)
+    create.add_argument("--namespace", type=str, default="default")
+    for flag, kind in _CREATE_VALUES.items():
+        create.add_argument(flag, type=kind)
+    for flag in _CREATE_SWITCHES:
         create.add_argument(flag, action="store_true")
-    for flag in ("--reservation", "--gke-version", "--cluster-state-gcs-bucket", "--custom-cluster-arguments",
-                 "--custom-nodepool-arguments"):
-        create.add_argument(flag)
-    create.add_argument("--num-slices", type=int, default=1)
     _shared(create)
 
     delete = sub.add_parser("delete", help="Delete cloud clusters.")
-    delete.add_argument("--cluster", required=True)
+    delete.add_argument("--cluster", type=str, required=True)
+    delete.add_argument("--cluster-state-gcs-bucket", type=str)
+    delete.add_argument("--namespace", type=str, default="default")
     delete.add_argument("--force", action="store_true", help="skip the confirmation")
     _shared(delete)
 
     listing = sub.add_parser("list", help="List cloud clusters.")
     _shared(listing)
     return parser
+
+
+# ---- state on disk (commands/cluster_gcluster.py) ---------------------------------------------------
+
+
+def gcloud_config_dir() -> Path:
+    """The directory the credential check looks for: $CLOUDSDK_CONFIG, else ~/.config/gcloud."""
+    return Path(os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud"))
+
+
+def blueprints_path() -> Path:
+    return Path(STATE_DIR, "blueprints").resolve()
+
+
+def gcluster_working_dir() -> Path:
+    return Path(STATE_DIR, "gcluster-out").resolve()
+
+
+def blueprint_file(project: str, region: str, cluster: str) -> Path:
+    return blueprints_path() / prefix_path(project, region) / f"{unique_name(project, region, cluster)}.yaml"
+
+
+def prepare_directories() -> None:
+    blueprints_path().mkdir(parents=True, exist_ok=True)
+    gcluster_working_dir().mkdir(parents=True, exist_ok=True)
+
+
+def check_gcloud_authenticated() -> None:
+    if not gcloud_config_dir().exists():
+        say(f"Failed to find gcloud credential directory. {gcloud_config_dir()} {blueprints_path()} "
+            f"{gcluster_working_dir()}")
+        say('Please authenticate to gcloud ("gcloud auth application-default login") and then run your command.')
+        xpk_exit(1)
+
+
+def _blueprint_text(args: argparse.Namespace, project: str, zone: str, deployment: str) -> str:
+    region, c = region_of(zone), args.cluster
+    machine_type = TOOLKIT_MACHINE_TYPES[args.device_type]
+    doc = {
+        "blueprint_name": deployment,
+        "toolkit_modules_url": "github.com/GoogleCloudPlatform/cluster-toolkit",
+        "toolkit_modules_version": TOOLKIT_VERSION,
+        "vars": {"project_id": project, "deployment_name": deployment, "region": region, "zone": zone,
+                 "labels": {"gke_product_type": "xpk"}},
+        "deployment_groups": [{"group": "primary", "modules": [
+            {"id": f"{c}-net-0", "source": "modules/network/vpc"},
+            {"id": f"{c}-net-1", "source": "modules/network/vpc"},
+            {"id": f"{c}-rdma-net", "source": "modules/network/gpu-rdma-vpc"},
+            {"id": f"{c}-a4-cluster", "source": "modules/scheduler/gke-cluster", "use": [f"{c}-net-0"],
+             "settings": {"system_node_pool_machine_type": args.default_pool_cpu_machine_type,
+                          "prefix_with_deployment_name": False, "name_suffix": c}},
+            {"id": f"{c}-a4-pool", "source": "modules/compute/gke-node-pool", "use": [f"{c}-a4-cluster"],
+             "settings": {"machine_type": machine_type, "zones": [zone], "spot": bool(args.spot),
+                          "static_node_count": args.num_nodes}},
+            {"id": "workload-manager-install", "source": "modules/management/kubectl-apply"},
+            {"id": "workload_configmap", "source": "modules/management/kubectl-apply"},
+        ]}],
+    }
+    # JSON is YAML: the file parses as the blueprint xpk writes, without a YAML writer here.
+    return "# rltui sandbox: the shape of xpk 1.16.0's a4 blueprint (generate_a4_blueprint)\n" + \
+        json.dumps(doc, indent=2) + "\n"
+
+
+def generate_blueprint(args: argparse.Namespace, project: str, zone: str) -> tuple[Path, Path]:
+    region = region_of(zone)
+    deployment = unique_name(project, region, args.cluster)
+    path = blueprint_file(project, region, args.cluster)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_blueprint_text(args, project, zone, deployment), encoding="utf-8")
+    deps = path.with_suffix("")
+    deps.mkdir(exist_ok=True)
+    for name in BLUEPRINT_DEPENDENCIES:
+        (deps / name).write_text(f"# {name} of xpk {XPK_VERSION}'s a4 blueprint (placeholder)\n", encoding="utf-8")
+    return path, deps
+
+
+# ---- commands ---------------------------------------------------------------------------------------
 
 
 def _where(args: argparse.Namespace, properties: Path | None) -> tuple[str, str]:
@@ -88,86 +225,191 @@ def _where(args: argparse.Namespace, properties: Path | None) -> tuple[str, str]
     return project, zone
 
 
-def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) -> int:
+def _task(task: str, command: str, dry_run: bool, live: bool = True) -> None:
+    """core/commands.py's announcement of a command."""
+    if dry_run:
+        say(f"Task: `{task}` is implemented by the following command not running since it is a dry run. \n{command}")
+    elif live:
+        say(f"Task: `{task}` is implemented by `{command}`. Streaming output and input live.")
+    else:
+        say(f"Task: `{task}` is implemented by `{command}`")
+
+
+def _runner_init() -> None:
+    say("Initializing native command runner...")
+    say("gcluster dependency ensured.")
+
+
+def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) -> None:
+    say(f"Starting cluster create for cluster {args.cluster}:")
     project, zone = _where(args, properties)
-    if args.tpu_type:
-        raise ControlError("INVALID_ARGUMENT", "the sandbox emulates GPU clusters only: use --device-type=b200-8")
-    say(f"Starting xpk v{XPK_VERSION} (rltui sandbox)")
-    say(f"Working on {project=} and {zone}")
+    say(f"Working on {project} and {zone}")
+    if args.tpu_type or args.device_type not in TOOLKIT_MACHINE_TYPES:
+        raise ControlError("INVALID_ARGUMENT", f"the sandbox emulates {', '.join(sorted(TOOLKIT_MACHINE_TYPES))} "
+                           "only (xpk's Cluster Toolkit path): use --device-type=b200-8")
+    region = region_of(zone)
+    say(f"Creating the cluster using Cluster Toolkit. Machine Type: {TOOLKIT_MACHINE_TYPES[args.device_type]} ...")
+    check_gcloud_authenticated()
+    prepare_directories()
+    _runner_init()
+    path, deps = generate_blueprint(args, project, zone)
+    prefix, deployment = prefix_path(project, region), unique_name(project, region, args.cluster)
+    work = gcluster_working_dir()
+    deploy_cmd = f"gcluster deploy {work}/{prefix}/{deployment} --download-dependencies --auto-approve"
     if args.dry_run:
-        say(f"Would create {args.cluster} with {args.num_nodes} x {args.device_type} via Cluster Toolkit")
-        return 0
-    # The Toolkit writes its blueprint first, so a create that dies still leaves state to delete from.
-    folder = state_dir(args.cluster)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "deployment.json").write_text(json.dumps({
-        "project": project, "zone": zone, "cluster": args.cluster, "device_type": args.device_type,
-        "num_nodes": args.num_nodes, "spot": args.spot, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }, indent=1), encoding="utf-8")
-    say(f"Cluster Toolkit blueprint written to {folder.resolve()}")
-    call(url, "xpk.create", {
-        "project": project, "zone": zone, "cluster": args.cluster, "num_nodes": args.num_nodes,
-        "device_type": args.device_type, "spot": args.spot,
-        "default_pool_cpu_machine_type": args.default_pool_cpu_machine_type,
-    }, relay)
-    return 0
+        say(f"Blueprint file: {path}")
+        _task(f"get-credentials-dns-endpoint to cluster {args.cluster}",
+              f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
+              f"--project={project} && kubectl config view && kubectl config set-context --current "
+              "--namespace=default", True)
+        xpk_exit(0)
+    say("Staging (sending) blueprint file to gcluster's working directory...")
+    uploads = work / "uploads" / prefix
+    uploads.mkdir(parents=True, exist_ok=True)
+    staged = uploads / path.name
+    say(f"Copying a file from {path} to {staged}.")
+    shutil.copy(path, staged)
+    say(f"Copying directory from {deps} to {uploads / deps.name}.")
+    shutil.copytree(deps, uploads / deps.name, dirs_exist_ok=True)
+    say("Staging blueprint completed!")
+    say(f"File path in gcluster's working directory: {staged}")
+    say(f"Deploying blueprint from path {staged} ...")
+    say("Creating deployment resources...")
+    _task("gcluster execution", f"gcluster create -o {work}/{prefix} {staged} -w --force", False)
+    folder = work / prefix / deployment
+    (folder / "primary").mkdir(parents=True, exist_ok=True)
+    (folder / ".ghpc").mkdir(exist_ok=True)
+    shutil.copy(staged, folder / ".ghpc" / "artifacts.yaml")
+    say("Task: `gcluster execution` terminated with code `0`")
+    say("Creating deployment resources completed.")
+    say("Deploying resources...")
+    _task("gcluster execution", deploy_cmd, False)
+    try:
+        call(url, "xpk.create", {
+            "project": project, "zone": zone, "cluster": args.cluster, "num_nodes": args.num_nodes,
+            "device_type": args.device_type, "spot": args.spot, "deployment": deployment,
+            "default_pool_cpu_machine_type": args.default_pool_cpu_machine_type,
+            "default_pool_cpu_num_nodes": args.default_pool_cpu_num_nodes,
+        }, relay)
+    except ControlError as exc:
+        relay(exc.message if exc.message.startswith("Error") else f"Error: {exc.code}: {exc.message}")
+        say("Task: `gcluster execution` terminated with code `1`")
+        say(f"Running gcluster command: {deploy_cmd} failed with code 1.")
+        xpk_exit(1)
+    (folder / "primary" / "terraform.tfstate").write_text(json.dumps({"version": 4, "sandbox": True}) + "\n",
+                                                           encoding="utf-8")
+    say("Task: `gcluster execution` terminated with code `0`")
+    say("Deployment completed.")
+    say("Deploying blueprint completed!")
+    _task(f"get-credentials-dns-endpoint to cluster {args.cluster}",
+          f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
+          f"--project={project} && kubectl config view && kubectl config set-context --current --namespace=default",
+          False, live=False)
+    say("Finished get-credentials and kubectl setup.")
+    xpk_exit(0)
 
 
-def cluster_delete(args: argparse.Namespace, url: str, properties: Path | None) -> int:
+def cluster_delete(args: argparse.Namespace, url: str, properties: Path | None) -> None:
+    say(f"Starting cluster delete for cluster: {args.cluster}")
     project, zone = _where(args, properties)
-    folder = state_dir(args.cluster)
-    if not args.force:
-        sys.stdout.write(f"[XPK] Planning to delete cluster {args.cluster} in project {project}. "
-                         "Do you wish to delete: y (yes) / n (no):\n")
-        sys.stdout.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            say("Skipping delete command.")
-            return 0
-    with_networks = folder.is_dir()
-    if not with_networks:
-        say(f"No Cluster Toolkit state for {args.cluster} under {Path(STATE_DIR).resolve()}: deleting the GKE "
-            f"cluster only. Networks {args.cluster}-net-0, {args.cluster}-net-1 and {args.cluster}-rdma-net are "
-            "NOT deleted; run xpk cluster delete from the directory where xpk cluster create ran to remove them.")
+    say(f"Working on {project} and {zone}")
+    region = region_of(zone)
+    prepare_directories()  # created_by_gcluster does this before looking
+    if blueprint_file(project, region, args.cluster).exists():
+        say(f"Deleting {args.cluster} cluster using Cluster Toolkit...")
+        check_gcloud_authenticated()
+        _runner_init()
+        deployment = unique_name(project, region, args.cluster)
+        destroy = (f"gcluster destroy {gcluster_working_dir()}/{prefix_path(project, region)}/{deployment} "
+                   "--download-dependencies --auto-approve")
+        say(f"Destroying {deployment} started...")
+        if args.dry_run:
+            say(f"executing command {destroy}")
+        else:
+            _task("gcluster execution", destroy, False)
+            try:
+                call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
+                                         "delete_networks": True}, relay)
+            except ControlError as exc:
+                relay(exc.message)
+                say("Task: `gcluster execution` terminated with code `1`")
+                say(f"Running gcluster command: {destroy} failed with code 1.")
+                xpk_exit(1)
+            say("Task: `gcluster execution` terminated with code `0`")
+        say(f"Destroying {deployment} completed!")
+        xpk_exit(0)
+    # The plain GKE path: no blueprint of this cluster in ./xpkclusters.
+    task = f"get-credentials to cluster {args.cluster}"
+    _task(task, f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
+          f"--project={project} && kubectl config view && kubectl config set-context --current --namespace=default",
+          args.dry_run, live=False)
+    if not args.dry_run:
+        try:
+            call(url, "clusters.describe", {"project": project, "location": region, "name": args.cluster})
+        except ControlError:
+            say(f"Task: `{task}` terminated with ERROR `1`, printing logs")
+            say(f"{task} returned ERROR 1")
+            xpk_exit(1)
+        say(f"Task: `{task}` succeeded.")
+    if not (args.force or args.quiet):
+        say("Get the name of the workloads in the cluster.")
+    command = f"gcloud beta container clusters delete {args.cluster} --project={project} --location={region} --quiet"
     if args.dry_run:
-        return 0
-    call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
-                             "delete_networks": with_networks}, relay)
-    if with_networks:
-        shutil.rmtree(folder, ignore_errors=True)
-    return 0
+        _task("Cluster Delete", command, True)
+    else:
+        say(f"Task: `Cluster Delete` is implemented by `{command}`, streaming output live.")
+        try:
+            call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
+                                     "delete_networks": False}, relay)
+        except ControlError as exc:
+            relay(f"ERROR: (gcloud.beta.container.clusters.delete) {exc.message}")
+            say("Task: `Cluster Delete` terminated with code `1`")
+            say("Cluster delete request returned ERROR 1")
+            xpk_exit(1)
+        say("Task: `Cluster Delete` terminated with code `0`")
+    _task("Get All Subnets", f'gcloud compute networks subnets list --filter=name~"{args.cluster}-{region}-sub-*" '
+          f"--project={project}", args.dry_run, live=False)
+    say(f"GKE commands done! Cluster {args.cluster} deleted.\n")
+    xpk_exit(0)
 
 
-def cluster_list(args: argparse.Namespace, url: str, properties: Path | None) -> int:
+def cluster_list(args: argparse.Namespace, url: str, properties: Path | None) -> None:
     project, zone = _where(args, properties)
+    say(f"For project {project} and zone {zone}:")
     clusters = call(url, "xpk.list", {"project": project, "zone": zone})
     rows = [("NAME", "LOCATION", "STATUS")] + [(c["name"], c.get("location", ""), c.get("status", ""))
                                                for c in clusters]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
-    return 0
+    xpk_exit(0)
 
 
 def main(argv: list[str] | None = None, control_url: str | None = None,
          properties: Path | str | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)  # exits 2 on usage errors
-    if args.command == "version":
-        say(f"xpk version: {XPK_VERSION}")
-        return 0
-    props = Path(properties) if properties else None
-    actions = {"create": cluster_create, "delete": cluster_delete, "list": cluster_list}
+    say(f"Starting xpk v{XPK_VERSION}")
     try:
-        code = actions[args.subcommand](args, resolve_url(control_url), props)
-    except ControlError as exc:
-        say(f"{exc.code}: {exc.message}")
-        code = 1
+        if args.command == "version":
+            say("xpk_version:", XPK_VERSION)
+        else:
+            props = Path(properties) if properties else None
+            actions = {"create": cluster_create, "delete": cluster_delete, "list": cluster_list}
+            try:
+                actions[args.subcommand](args, resolve_url(control_url), props)
+            except ControlError as exc:
+                say(f"{exc.code}: {exc.message}")
+                xpk_exit(1)
+        say("XPK Done.")
+        return 0
+    except _Exit as done:
+        if done.code == 0:
+            say("Exiting XPK cleanly")
+        else:
+            say(f"XPK failed, error code {done.code}")
+        return done.code
     except KeyboardInterrupt:
-        code = 130
-    if code == 0:
-        say("Exiting XPK cleanly")
-    else:
-        say(f"XPK failed, error code {code}")
-    return code
+        return 130
 
 
 if __name__ == "__main__":
