@@ -54,8 +54,6 @@ KINDS = {k.plural: k for k in (
     Kind("events", "Event", "namespaced_event"),
     Kind("nodes", "Node", "node", namespaced=False),
     Kind("rayclusters", "RayCluster", group="ray.io"),
-    # Which CSI drivers each node's kubelet registered (storage.k8s.io/v1 CSINode).
-    Kind("csinodes", "CSINode", namespaced=False, group="storage.k8s.io"),
 )}
 BY_KIND = {k.kind: k for k in KINDS.values()}
 

@@ -231,6 +231,7 @@ def _epoch(rfc3339: str) -> float:
 LEGACY_PORT_BEFORE = (1, 33, 2, 4655000)
 LUSTRE_DRIVER = "lustre.csi.storage.gke.io"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+CSI_NODE_IDS = "csi.volume.kubernetes.io/nodeid"
 
 
 def gke_version(text: str) -> tuple[int, ...]:
@@ -249,7 +250,7 @@ class AddonsStep(ContextStep):
     older than 1.33.2-gke.4655000 or an existing instance was made with gke_support_enabled
     (FACTS, "Lustre CSI port"). A running cluster's existing nodes get the driver only when
     recreated (FACTS; xpk recreates every pool): whether a node has it is Kubernetes' own
-    answer, its CSINode's driver list. Only the GPU pools are recreated: the Ray head and
+    answer, the kubelet's list of registered CSI drivers on the Node. Only the GPU pools are recreated: the Ray head and
     workers, the only pods that mount Lustre, run there.
     """
 
@@ -276,19 +277,28 @@ class AddonsStep(ContextStep):
         return old or bool(inst is not None and inst.gke_support_enabled)
 
     async def _stale_pools(self, ctx: Context) -> list[str]:
-        """GPU pools with a node whose CSINode does not list the Lustre driver."""
+        """GPU pools with a node whose kubelet has not registered the Lustre driver. The node
+        annotation `csi.volume.kubernetes.io/nodeid` (a JSON map, driver -> node ID) is the
+        kubelet's own record of its registered CSI drivers (Kubernetes CSI node registration)."""
+        import json
+
         kube = await self.kube_if_cluster(ctx)
         if kube is None:
             return []
         accel = self.cfg.device.accelerator
-        nodes = [n for n in await kube.list("nodes")
-                 if (n["metadata"].get("labels") or {}).get(
-                     "cloud.google.com/gke-accelerator") == accel]
-        csi = {c["metadata"]["name"]: {d.get("name") for d in (c.get("spec") or {}).get("drivers") or []}
-               for c in await kube.list("csinodes")}
-        pools = {(n["metadata"].get("labels") or {}).get(NODE_POOL_LABEL, "")
-                 for n in nodes if LUSTRE_DRIVER not in csi.get(n["metadata"]["name"], set())}
-        return sorted(p for p in pools if p)
+        stale = set()
+        for node in await kube.list("nodes"):
+            meta = node.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get("cloud.google.com/gke-accelerator") != accel:
+                continue
+            try:
+                drivers = json.loads((meta.get("annotations") or {}).get(CSI_NODE_IDS) or "{}")
+            except ValueError:
+                drivers = {}
+            if LUSTRE_DRIVER not in drivers:
+                stale.add(labels.get(NODE_POOL_LABEL, ""))
+        return sorted(p for p in stale if p)
 
     async def probe(self, ctx: Context) -> Probe:
         cluster = await ctx.gke.get()
@@ -314,9 +324,13 @@ class AddonsStep(ContextStep):
             out.note("enabling RayOperator and LustreCsiDriver in one cluster update"
                      + (" (legacy Lustre port)" if legacy else ""))
             await ctx.gke.enable_addons(expected_s=self.expected_s, legacy_port=legacy)
+        sizes = {p.name: max(1, p.initial_node_count) for p in cluster.node_pools}
         for pool in await self._stale_pools(ctx):
             out.note(f"recreating the nodes of {pool} so that they get the Lustre CSI driver")
-            await ctx.gke.recreate_node_pool(pool, expected_s=ctx.expected("node_pool_recreate"))
+            # Nodes are recreated one at a time (surge 0, unavailable 1): the profile's time is
+            # per node.
+            await ctx.gke.recreate_node_pool(
+                pool, expected_s=ctx.expected("node_pool_recreate") * sizes.get(pool, 1))
 
 
 class NetworkReadyStep(ContextStep):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_private
-from .manage import CHILDREN_FILE, STATUS_FILE
+from .manage import CHILDREN_FILE, GCLOUD_CONFIG_DIR, STATUS_FILE
 
 log = logging.getLogger("rltui.sandbox")
 
@@ -171,6 +171,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "ray_dashboard": None,
         "lustre_root": str(root / "cloud" / "lustre"),
         "bin_dir": str(bin_dir),
+        # The private gcloud config folder the sandbox's tools get as CLOUDSDK_CONFIG.
+        "gcloud_config": str(root / GCLOUD_CONFIG_DIR),
         "speed": speed,
         "faults": fault_p,
         "seed": seed,

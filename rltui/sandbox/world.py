@@ -2004,7 +2004,6 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
         net = Network(**{**n, "subnets": [Subnet(**s) for s in n["subnets"]]})
         p.networks[net.name] = net
     p.addresses = {a["name"]: Address(**a) for a in d["addresses"]}
-    p.firewalls = {f["name"]: Firewall(**f) for f in d.get("firewalls", [])}
     p.peerings = {f"{x['network']}|{x['service']}": Peering(**x) for x in d["peerings"]}
     p.services = set(d["services"])
     for item in d["clusters"]:

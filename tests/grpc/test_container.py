@@ -160,7 +160,8 @@ def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
     assert [(s.name, s.ip_cidr_range) for s in rdma[:2]] == [
         (f"{CLUSTER}-rdma-sub-0", "192.168.128.0/21"), (f"{CLUSTER}-rdma-sub-1", "192.168.136.0/21")]
     assert len(rdma) == 8 and rdma[-1].ip_cidr_range == "192.168.184.0/21"
-    rules = {f.name: (f.network, f.source_ranges) for f in sandbox.call(world.list_firewalls, PROJECT)}
+    rules = {f.name: (f.network, f.source_ranges) for f in sandbox.call(world.list_firewalls, PROJECT)
+             if f.created_by == "xpk"}
     assert rules == {f"{CLUSTER}-internal-0": (f"{CLUSTER}-net-0", ["192.168.0.0/16"]),
                      f"{CLUSTER}-internal-1": (f"{CLUSTER}-net-1", ["192.168.0.0/16"])}
     kinds = [(e.kind, e.data.get("node_pool")) for e in events]
@@ -191,7 +192,7 @@ def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
     with pytest.raises(exceptions.NotFound):
         client.get_cluster(name=NAME)
     assert [n.name for n in sandbox.call(world.list_networks, PROJECT)] == ["default", net0]
-    assert sandbox.call(world.list_firewalls, PROJECT) == []
+    assert [f for f in sandbox.call(world.list_firewalls, PROJECT) if f.created_by == "xpk"] == []
     assert [e.kind for e in events[-3:]] == ["node_pool_deleted", "node_pool_deleted", "cluster_deleted"]
 
 

@@ -25,6 +25,27 @@ def run(argv, env, cwd=None, timeout=120, check=True):
     return out
 
 
+def recreate_gpu_nodes(status, project, region, cluster):
+    """What xpk does after enabling the Lustre CSI driver (existing nodes get it only when
+    recreated): each GPU pool "upgraded" to its own version, one operation at a time."""
+    import grpc
+    from google.cloud import container_v1
+    from google.cloud.container_v1.services.cluster_manager.transports import (
+        ClusterManagerGrpcTransport)
+
+    gke = container_v1.ClusterManagerClient(transport=ClusterManagerGrpcTransport(
+        channel=grpc.insecure_channel(status["grpc"])))
+    name = f"projects/{project}/locations/{region}/clusters/{cluster}"
+    for pool in gke.get_cluster(name=name).node_pools:
+        if not pool.config.accelerators:
+            continue
+        op = gke.update_node_pool(request={"name": f"{name}/nodePools/{pool.name}",
+                                           "node_version": "-", "image_type": ""})
+        while gke.get_operation(name=f"projects/{project}/locations/{region}/operations/"
+                                f"{op.name}").status != container_v1.Operation.Status.DONE:
+            time.sleep(0.05)
+
+
 @pytest.fixture
 def user(tmp_path):
     """A user's shell: its own sandbox folder, HOME, KUBECONFIG."""
@@ -47,7 +68,8 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     assert status["grpc"].startswith("127.0.0.1:") and status["kube_api"].startswith("http://127.0.0.1:")
     (tmp_path / "status.json").write_text(json.dumps(status))
 
-    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}"}
+    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}",
+             "CLOUDSDK_CONFIG": status["gcloud_config"]}
     out = run([sys.executable, str(HERE / "outside_client.py"), str(tmp_path / "status.json")], tools)
     assert out.stdout.rstrip().endswith("all checks passed"), out.stdout
 
@@ -62,8 +84,14 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     run(["xpk", "cluster", "create", "--num-nodes=2", "--device-type=b200-8", "--spot",
          "--default-pool-cpu-machine-type=e2-standard-4", "--enable-lustre-csi-driver",
          "--zone=us-east1-b", "--cluster=ray-a4-gpu-spot", *p], tools, cwd=work)
-    run(["gcloud", "container", "clusters", "update", "ray-a4-gpu-spot", "--region=us-east1",
-         "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED", *p], tools)
+    # GKE runs its own upgrade right after the create: a user retries until it is accepted.
+    update = ["gcloud", "container", "clusters", "update", "ray-a4-gpu-spot", "--region=us-east1",
+              "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED", *p]
+    deadline = time.monotonic() + 60
+    while run(update, tools, check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the cluster stayed busy"
+        time.sleep(0.2)
+    recreate_gpu_nodes(status, "team-rl-sandbox-42", "us-east1", "ray-a4-gpu-spot")
     net = "ray-a4-gpu-spot-net-0"
     run(["gcloud", "compute", "addresses", "create", f"google-managed-services-{net}", "--global",
          "--purpose=VPC_PEERING", "--prefix-length=24", f"--network={net}", *p], tools)
