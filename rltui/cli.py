@@ -142,7 +142,20 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
                 raise UsageError(f"--faults: a probability from 0 to 1, got {args.faults}")
             if args.profile and not Path(args.profile).is_file():
                 raise UsageError(f"--profile: {args.profile}: no such file")
-            status = manage.start(args.speed, args.faults, args.seed, args.profile)
+            quotas, problems = {}, []
+            for item in args.quota or []:
+                metric, _, limit = item.partition("=")
+                try:
+                    quotas[metric.strip()] = float(limit)
+                    if not metric.strip() or quotas[metric.strip()] < 0:
+                        raise ValueError
+                except ValueError:
+                    problems.append(f"--quota: {item!r}: use METRIC=LIMIT, e.g."
+                                    " PREEMPTIBLE_NVIDIA_B200_GPUS=16")
+            if problems:
+                raise UsageError("\n".join(problems))
+            status = manage.start(args.speed, args.faults, args.seed, args.profile,
+                                  quotas=quotas)
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
                   f" Kubernetes {status.info['kube_api']}, state in {manage.sandbox_dir()}")
         elif args.action == "status":
@@ -308,6 +321,9 @@ def build_parser() -> Parser:
                    help="probability that a call fails transiently (default 0)")
     a.add_argument("--seed", type=int, default=0, help="makes faults and jitter reproducible")
     a.add_argument("--profile", help="a latency profile JSON file (default: the reference one)")
+    a.add_argument("--quota", action="append", metavar="METRIC=LIMIT",
+                   help="a regional quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16: node pools"
+                        " above it fail as GKE's do (repeatable)")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")

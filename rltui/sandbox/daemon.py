@@ -50,7 +50,7 @@ def _loopback_socket() -> socket.socket:
 
 
 async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
-                lustre_quota_gib: int | None = None) -> None:
+                lustre_quota_gib: int | None = None, quotas: dict[str, float] | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -80,6 +80,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     record = Record(root / RECORD_FILE, speed)
     world = World(root / "cloud", clock, faults, record=record)
     world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
+    world.quotas.update(quotas or {})  # regional Compute Engine quota limits, e.g. GPUs
     store = KubeStore(root / "kube", faults)
 
     # Lustre throughput is measured on each ACTIVE instance's folder, sampled every 60 reference
@@ -173,6 +174,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "bin_dir": str(bin_dir),
         # The private gcloud config folder the sandbox's tools get as CLOUDSDK_CONFIG.
         "gcloud_config": str(root / GCLOUD_CONFIG_DIR),
+        "quotas": {**world.quotas, **({"lustre_capacity_gib_per_zone_network": lustre_quota_gib}
+                                      if lustre_quota_gib is not None else {})},
         "speed": speed,
         "faults": fault_p,
         "seed": seed,
@@ -216,11 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path)
     p.add_argument("--lustre-quota-gib", type=int, default=None,
                    help="Lustre capacity quota per zone and network: creates above it fail late")
+    p.add_argument("--quota", action="append", default=[], metavar="METRIC=LIMIT",
+                   help="a regional Compute Engine quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16")
     args = p.parse_args(argv)
+    quotas = {}
+    for item in args.quota:
+        metric, _, limit = item.partition("=")
+        quotas[metric.strip()] = float(limit)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib))
+    asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib,
+                      quotas))
     return 0
 
 

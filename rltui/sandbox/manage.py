@@ -93,7 +93,8 @@ def _answers(info: dict[str, Any]) -> bool:
 
 
 def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path | None = None,
-          root: Path | None = None, timeout: float = START_TIMEOUT_S) -> Status:
+          root: Path | None = None, timeout: float = START_TIMEOUT_S,
+          quotas: dict[str, float] | None = None, lustre_quota_gib: int | None = None) -> Status:
     """Start the daemon (or return the running one) once all its endpoints answer."""
     root = root or sandbox_dir()
     running = read_status(root)
@@ -110,6 +111,10 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
             "--faults", str(faults), "--seed", str(seed)]
     if profile:
         argv += ["--profile", str(Path(profile).resolve())]
+    for metric, limit in (quotas or {}).items():
+        argv += ["--quota", f"{metric}={limit}"]
+    if lustre_quota_gib is not None:
+        argv += ["--lustre-quota-gib", str(lustre_quota_gib)]
     log = open(root / LOG_FILE, "ab")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -1134,7 +1134,8 @@ class World:
         wanted = _pool_gpus(np)
         used = sum(_pool_gpus(other) for c in self._project(project).clusters.values()
                    if region_of(c.location) == region for other in c.node_pools
-                   if other is not np and other.status in _POOL_UP and gpu_quota_metric(other) == metric)
+                   # by name: a proto-plus repeated field stores a copy, never `np` itself
+                   if other.name != np.name and other.status in _POOL_UP and gpu_quota_metric(other) == metric)
         limit = float(self.quotas[metric])
         return (metric, limit) if used + wanted > limit else None
 

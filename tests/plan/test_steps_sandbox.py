@@ -1,0 +1,126 @@
+"""The codelab's real steps against a sandbox that is as strict as Google (FACTS, "Real Google
+Cloud behaviour"): each test pins a real-path defect that the old code had.
+
+One daemon for the module (speed 600, a regional Spot B200 quota of 16 GPUs), a project per
+scenario, the steps driven through the Runner exactly as `rltui up/down` drive them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from rltui.cloud.endpoints import Endpoints
+from rltui.config import parse_config
+from rltui.envfile import EnvFile
+from rltui.plan import RetryPolicy, Runner, StepState, xpkstate
+from rltui.plan.context import Context
+from rltui.plan.steps import build_plan
+
+S = StepState
+ENV_SH = Path(__file__).resolve().parents[1] / "data" / "env" / "devrel-demos.env.sh"
+# One event loop for the module: the built project's clients live across its tests.
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module")
+def sandbox_info(tmp_path_factory):
+    from rltui.sandbox import manage
+
+    root = Path(tmp_path_factory.mktemp("sbxq"))
+    status = manage.start(speed=600.0, root=root,
+                          quotas={"PREEMPTIBLE_NVIDIA_B200_GPUS": 16})
+    try:
+        yield status.info
+    finally:
+        manage.stop(root)
+
+
+def context(sandbox_info, tmp_path, project: str, nodes: int) -> Context:
+    values = EnvFile.read(ENV_SH).values()
+    values.update(PROJECT_ID=project, NUM_NODES=str(nodes))
+    return Context(parse_config(values), Endpoints.sandbox(sandbox_info), root=tmp_path / "state")
+
+
+def runner(ctx: Context, lines: list[str] | None = None) -> Runner:
+    def listen(ev) -> None:
+        if lines is not None and getattr(ev, "kind", "") in ("line", "note"):
+            lines.append(str(getattr(ev, "line", "") or getattr(ev, "message", "")))
+
+    return Runner(build_plan(ctx), ctx, listener=listen,
+                  retry=RetryPolicy(attempts=6, base_s=0.05, cap_s=0.5))
+
+
+async def test_a_quota_failure_is_final_after_one_xpk_run(sandbox_info, tmp_path):
+    """8 nodes x 8 Spot B200 GPUs over a quota of 16: GKE records the failure in the node pool's
+    operation, so rltui stops after one xpk run and quotes it (it used to retry xpk 6 times)."""
+    ctx = context(sandbox_info, tmp_path, "quota-proj", nodes=8)
+    run = runner(ctx)
+    try:
+        result = await run.up({"xpk_cluster"})
+    finally:
+        await ctx.close()
+    assert result.states["xpk_cluster"] is S.FAILED
+    message = result.messages["xpk_cluster"]
+    assert "Quota" in message and "PREEMPTIBLE_NVIDIA_B200_GPUS" in message, message
+    [view] = [v for v in run.snapshot() if v.name == "xpk_cluster"]
+    assert view.attempts == 1
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def built(sandbox_info, tmp_path_factory):
+    """A fresh project taken up to the PV/PVC: the APIs enabled from nothing, xpk, the Lustre
+    chain, credentials."""
+    ctx = context(sandbox_info, tmp_path_factory.mktemp("built"), "strict-proj", nodes=2)
+    result = await runner(ctx).up({"pv_pvc", "addons"})
+    assert result.ok, result.messages
+    yield ctx
+    await ctx.close()
+
+
+async def test_a_fresh_project_goes_up_and_the_cluster_is_labelled_rltuis(built):
+    ctx = built
+    cluster = await ctx.gke.get()
+    assert cluster.resource_labels["managed-by"] == "rltui"
+    assert xpkstate.has_state(ctx.xpk_dir, ctx.cfg.project_id, ctx.cfg.region, ctx.cfg.cluster_name)
+    assert await ctx.network.address("no-such-range") is None  # NotFound, not an error
+
+
+async def test_a_pv_pointing_at_an_old_ip_is_recreated_not_patched(built):
+    """A PV's source is immutable (422 on a patch): rltui deletes and recreates it."""
+    ctx = built
+    from rltui import manifests
+
+    kube = await ctx.kube()
+    await kube.delete("persistentvolumeclaims", ctx.cfg.pvc_name, wait=True, timeout_s=30)
+    await kube.delete("persistentvolumes", ctx.cfg.pv_name, wait=True, timeout_s=30)
+    await kube.apply(manifests.persistent_volume(ctx.cfg, "10.1.2.3"))
+    await kube.apply(manifests.persistent_volume_claim(ctx.cfg))
+    old_uid = (await kube.get("persistentvolumes", ctx.cfg.pv_name))["metadata"]["uid"]
+    result = await runner(ctx).up({"pv_pvc"})
+    assert result.ok, result.messages
+    pv = await kube.get("persistentvolumes", ctx.cfg.pv_name)
+    inst = await ctx.lustre.get(ctx.cfg.lustre_instance_id)
+    assert pv["spec"]["csi"]["volumeAttributes"]["ip"] == manifests.lustre_ip(inst.mount_point)
+    assert pv["metadata"]["uid"] != old_uid
+
+
+async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
+    """The label proves ownership: the cluster goes through the GKE API and xpk's firewall
+    rules, subnets and networks by the blueprint's names (it used to refuse and leave the
+    8 x B200 cluster billed)."""
+    ctx = built
+    shutil.rmtree(ctx.xpk_dir)
+    lines: list[str] = []
+    result = await runner(ctx, lines).down()
+    assert result.ok, result.messages
+    assert await ctx.gke.get() is None
+    names = xpkstate.blueprint_names(ctx.cfg.cluster_name)
+    assert not {n.name for n in await ctx.network.networks()} & set(names.networks)
+    assert not {f.name for f in await ctx.network.firewalls()} & set(names.firewalls)
+    assert not [s for s in await ctx.network.subnetworks(ctx.cfg.region)
+                if s.name in names.subnets]
+    assert any("state folder is missing" in line for line in lines), lines
