@@ -1,0 +1,314 @@
+"""The cluster's steps: enable the APIs, `xpk cluster create`, the RayOperator and Lustre CSI
+addons (with the GPU nodes recreated for the driver), the cluster's credentials."""
+
+from __future__ import annotations
+
+from shlex import join
+from typing import Any
+
+from ..script import APIS
+from . import xpkstate
+from .context import Context
+from .step import PermanentError, Probe, StepOutput, TransientError
+from .steps_base import ContextStep, _gke_lock
+
+class EnableApisStep(ContextStep):
+    name, title = "enable_apis", "Enable APIs"
+    expected_key = "enable_apis"
+    destroyable = False  # other things in the project may use them
+
+    def command(self) -> str:
+        return join(["gcloud", "services", "enable", *APIS, f"--project={self.cfg.project_id}"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        missing = set(APIS) - await ctx.network.enabled_apis()
+        return Probe(exists=not missing, detail=", ".join(sorted(missing)))
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        await ctx.network.enable_apis(APIS, out.line)
+
+
+MANAGED_BY = {"managed-by": "rltui"}
+
+
+class XpkClusterStep(ContextStep):
+    """`xpk cluster create` from one fixed folder per cluster, then the `managed-by: rltui`
+    label: ownership is read from the cloud (the label), plus xpk's own state when present.
+
+    Down takes xpk's path when its blueprint is in that folder (xpk then deletes the networks
+    too); when the state is lost but the cluster carries rltui's label, it deletes the cluster
+    through the GKE API and xpk's firewall rules, subnets and networks by the names xpk
+    1.16.0's a4 blueprint gives them (plan/xpkstate.py), and says which path it took.
+    Whether a failed xpk is worth another try is read from the cloud after it exits (a GKE
+    operation that failed is final); xpk's own words are only quoted.
+    """
+
+    name, title = "xpk_cluster", "xpk cluster create"
+    needs = ("enable_apis",)
+    expected_key, destroy_key = "xpk_done", "xpk_delete"
+    destroy_needs = ("addons", "credentials", "lustre_instance")
+    # The peering and the range hold xpk's network, but a refusal there must never keep the
+    # billed GPU cluster alive: wait for them, then delete the cluster whatever they did.
+    destroy_after = ("peering", "ip_range")
+    max_attempts = 3  # each try can take most of an hour: a crash gets two more, no more
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.locks = (_gke_lock(ctx),)
+
+    def _argv(self, verb: str) -> list[str]:
+        c = self.cfg
+        common = [f"--project={c.project_id}", f"--zone={c.zone}", f"--cluster={c.cluster_name}"]
+        if verb == "delete":
+            return ["xpk", "cluster", "delete", *common, "--force"]
+        return ["xpk", "cluster", "create", f"--num-nodes={c.num_nodes}",
+                f"--device-type={c.device_type}", "--default-pool-cpu-machine-type=e2-standard-4",
+                "--spot", "--enable-lustre-csi-driver", *common]
+
+    def command(self) -> str:
+        return f"cd {self.ctx.xpk_dir} && {join(self._argv('create'))}"
+
+    def has_xpk_state(self, ctx: Context) -> bool:
+        c = self.cfg
+        return xpkstate.has_state(ctx.xpk_dir, c.project_id, c.region, c.cluster_name)
+
+    @staticmethod
+    def labelled(cluster: Any) -> bool:
+        return cluster is not None and cluster.resource_labels.get("managed-by") == "rltui"
+
+    async def probe(self, ctx: Context) -> Probe:
+        cluster = await ctx.gke.get()
+        if cluster is None:
+            network = await ctx.network.network(self.cfg.network)
+            # Networks left by an xpk that died half way are xpk's too (down must find them).
+            return Probe(exists=network is not None, ready=False,
+                         detail="networks only" if network else "")
+        # Made by our xpk but not labelled yet (a crash in between): apply labels it.
+        unlabelled = self.has_xpk_state(ctx) and not self.labelled(cluster)
+        return Probe(exists=True, ready=self._built(cluster) and not unlabelled,
+                     detail=cluster.status.name + (", not labelled yet" if unlabelled else ""))
+
+    def _built(self, cluster: Any) -> bool:
+        """RUNNING with the GPU pool xpk makes, at full size."""
+        gpu_pools = [p for p in cluster.node_pools
+                     if any(a.accelerator_type == self.cfg.device.accelerator
+                            for a in p.config.accelerators)]
+        return (cluster.status.name == "RUNNING" and bool(gpu_pools)
+                and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
+                and all(p.status.name == "RUNNING" for p in gpu_pools))
+
+    async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> Any:
+        from ..cloud.tools import run_tool
+
+        self.ctx.xpk_dir.mkdir(parents=True, exist_ok=True)
+        return await run_tool(self._argv(verb), self.ctx.endpoints, cwd=self.ctx.xpk_dir,
+                              on_line=out.line, timeout_s=max(3 * expected_s, 300.0))
+
+    async def _failed_operations(self, ctx: Context, since: float) -> list[str]:
+        """Failures GKE recorded for this cluster since `since` (epoch seconds, a minute of
+        clock skew allowed)."""
+        failed = []
+        for op in await ctx.gke.operations():
+            message = ctx.gke.operation_failure(op)
+            if message and _epoch(op.start_time) >= since - 60:
+                failed.append(f"{op.operation_type.name}: {message}")
+        return failed
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        import time
+
+        cluster = await ctx.gke.get()
+        if not (cluster is not None and self._built(cluster) and self.has_xpk_state(ctx)):
+            since = time.time()
+            res = await self._xpk("create", out, self.expected_s)
+            if not res.ok:
+                failed = await self._failed_operations(ctx, since)
+                said = f" (xpk: {res.error_line()})"
+                if failed:
+                    raise PermanentError(f"xpk cluster create failed: {'; '.join(failed)}{said}")
+                # No failure in the cloud: xpk itself stopped (a crash, a lost connection).
+                # Re-running continues from what exists.
+                raise TransientError(f"xpk cluster create exited with {res.returncode}{said}")
+        out.note("labelling the cluster managed-by=rltui")
+        await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        cluster = await ctx.gke.get()
+        if self.has_xpk_state(ctx):
+            out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
+            res = await self._xpk("delete", out, self.destroy_expected_s or self.expected_s)
+            if await ctx.gke.get() is not None:
+                raise TransientError(f"xpk cluster delete exited with {res.returncode} and the"
+                                     f" cluster is still there (xpk: {res.error_line()})")
+            if await self._delete_blueprint_leftovers(ctx, out):
+                out.note("xpk left some of its networks: deleted them by the blueprint's names")
+            return
+        if self.labelled(cluster):
+            out.note("xpk's state folder is missing: deleting the cluster through the GKE API,"
+                     " then xpk's firewall rules, subnets and networks by its blueprint's names")
+            await ctx.gke.delete(expected_s=self.destroy_expected_s or self.expected_s)
+            await self._delete_blueprint_leftovers(ctx, out)
+            return
+        where = "its networks" if cluster is None else f"cluster {self.cfg.cluster_name}"
+        raise PermanentError(f"{where} carry no managed-by=rltui label and {ctx.xpk_dir} holds"
+                             " no xpk state for it: not rltui's, left alone (delete it with xpk"
+                             " from the folder it was created in)")
+
+    async def _delete_blueprint_leftovers(self, ctx: Context, out: StepOutput) -> bool:
+        """Firewall rules, then subnets, then networks (each refuses while the next holds it)."""
+        names = xpkstate.blueprint_names(self.cfg.cluster_name)
+        present = {n.name for n in await ctx.network.networks()}
+        mine = [n for n in names.networks if n in present]
+        if not mine:
+            return False
+        for rule in await ctx.network.firewalls():
+            if rule.name in names.firewalls or rule.network.rsplit("/", 1)[-1] in mine:
+                out.line(f"deleting firewall rule {rule.name}")
+                await ctx.network.delete_firewall(rule.name)
+        for subnet in await ctx.network.subnetworks(self.cfg.region):
+            if subnet.name in names.subnets or subnet.network.rsplit("/", 1)[-1] in mine:
+                out.line(f"deleting subnetwork {subnet.name}")
+                await ctx.network.delete_subnetwork(self.cfg.region, subnet.name)
+        for network in mine:
+            out.line(f"deleting network {network}")
+            await ctx.network.delete_network(network)
+        return True
+
+
+def _epoch(rfc3339: str) -> float:
+    """GKE's operation times ("2026-12-01T09:00:00.123456789Z") as epoch seconds; 0 if unset."""
+    import datetime
+    import re
+
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$", rfc3339 or "")
+    if m is None:
+        return 0.0
+    stamp = datetime.datetime.fromisoformat(m[1] + (m[3] or "Z").replace("Z", "+00:00"))
+    return stamp.timestamp() + float(m[2] or 0)
+
+
+# Nodes older than this need the CSI driver's legacy port (6988) to reach Lustre
+# (google-cloud-container 2.67.0, LustreCsiDriverConfig.enable_legacy_lustre_port).
+LEGACY_PORT_BEFORE = (1, 33, 2, 4655000)
+LUSTRE_DRIVER = "lustre.csi.storage.gke.io"
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+CSI_NODE_IDS = "csi.volume.kubernetes.io/nodeid"
+
+
+def gke_version(text: str) -> tuple[int, ...]:
+    """"1.33.5-gke.1201000" -> (1, 33, 5, 1201000)."""
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", text or "")[:4])
+
+
+class AddonsStep(ContextStep):
+    """RayOperator and the Lustre CSI driver in one cluster update, then the GPU nodes
+    recreated where the driver has not reached them.
+
+    The driver's legacy port must agree with the Lustre instance: rltui makes instances
+    without the deprecated gke_support_enabled, so the port stays off, unless the nodes are
+    older than 1.33.2-gke.4655000 or an existing instance was made with gke_support_enabled
+    (FACTS, "Lustre CSI port"). A running cluster's existing nodes get the driver only when
+    recreated (FACTS; xpk recreates every pool): whether a node has it is Kubernetes' own
+    answer, the kubelet's list of registered CSI drivers on the Node. Only the GPU pools are recreated: the Ray head and
+    workers, the only pods that mount Lustre, run there.
+    """
+
+    name, title = "addons", "Addons (RayOperator + Lustre CSI)"
+    needs = ("xpk_cluster",)
+    expected_key = "addon_update"
+    destroyable = False  # they go with the cluster
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.locks = (_gke_lock(ctx),)
+
+    def command(self) -> str:
+        c = self.cfg
+        # xpk ignores --enable-lustre-csi-driver for b200-8; one update enables both.
+        return join(["gcloud", "container", "clusters", "update", c.cluster_name,
+                     f"--region={c.region}", f"--project={c.project_id}",
+                     "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"])
+
+    async def legacy_port_wanted(self, ctx: Context, cluster: Any) -> bool:
+        old = any(gke_version(p.version) < LEGACY_PORT_BEFORE for p in cluster.node_pools
+                  if p.version)
+        inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
+        return old or bool(inst is not None and inst.gke_support_enabled)
+
+    async def _stale_pools(self, ctx: Context) -> list[str]:
+        """GPU pools with a node whose kubelet has not registered the Lustre driver. The node
+        annotation `csi.volume.kubernetes.io/nodeid` (a JSON map, driver -> node ID) is the
+        kubelet's own record of its registered CSI drivers (Kubernetes CSI node registration)."""
+        import json
+
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return []
+        accel = self.cfg.device.accelerator
+        stale = set()
+        for node in await kube.list("nodes"):
+            meta = node.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get("cloud.google.com/gke-accelerator") != accel:
+                continue
+            try:
+                drivers = json.loads((meta.get("annotations") or {}).get(CSI_NODE_IDS) or "{}")
+            except ValueError:
+                drivers = {}
+            if LUSTRE_DRIVER not in drivers:
+                stale.add(labels.get(NODE_POOL_LABEL, ""))
+        return sorted(p for p in stale if p)
+
+    async def probe(self, ctx: Context) -> Probe:
+        cluster = await ctx.gke.get()
+        if cluster is None:
+            return Probe(exists=False)
+        enabled = ctx.gke.addons_enabled(cluster)
+        off = [k for k, v in enabled.items() if not v]
+        if not off and ctx.gke.legacy_port(cluster) != await self.legacy_port_wanted(ctx, cluster):
+            off.append("LustreCsiDriver legacy port")
+        if off:
+            return Probe(exists=False, detail="off: " + ", ".join(off))
+        stale = await self._stale_pools(ctx)
+        return Probe(exists=True, ready=not stale,
+                     detail=f"driver not on nodes of {', '.join(stale)}" if stale else "")
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        cluster = await ctx.gke.get()
+        if cluster is None:
+            raise TransientError(f"cluster {self.cfg.cluster_name} is not there yet")
+        legacy = await self.legacy_port_wanted(ctx, cluster)
+        enabled = ctx.gke.addons_enabled(cluster)
+        if not all(enabled.values()) or ctx.gke.legacy_port(cluster) != legacy:
+            out.note("enabling RayOperator and LustreCsiDriver in one cluster update"
+                     + (" (legacy Lustre port)" if legacy else ""))
+            await ctx.gke.enable_addons(expected_s=self.expected_s, legacy_port=legacy)
+        sizes = {p.name: max(1, p.initial_node_count) for p in cluster.node_pools}
+        for pool in await self._stale_pools(ctx):
+            out.note(f"recreating the nodes of {pool} so that they get the Lustre CSI driver")
+            # Nodes are recreated one at a time (surge 0, unavailable 1): the profile's time is
+            # per node.
+            await ctx.gke.recreate_node_pool(
+                pool, expected_s=ctx.expected("node_pool_recreate") * sizes.get(pool, 1))
+
+
+class CredentialsStep(ContextStep):
+    name, title = "credentials", "Cluster credentials"
+    needs = ("xpk_cluster",)
+    expected_key = "k8s_apply"
+    destroyable = False
+
+    def command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "container", "clusters", "get-credentials", c.cluster_name,
+                     f"--region={c.region}", f"--project={c.project_id}"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        return Probe(exists=False)  # nothing in the cloud: connect every run
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        nodes = await kube.list("nodes")
+        out.note(f"{len(nodes)} nodes")

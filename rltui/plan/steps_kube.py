@@ -1,0 +1,162 @@
+"""What lives in the cluster: the Secret, the Lustre PV/PVC, the RayCluster, the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import manifests
+from .context import Context
+from .step import PermanentError, Probe, StepOutput, TransientError
+from .steps_base import ContextStep
+
+class SecretStep(ContextStep):
+    name, title = "secret", "Secret (HF_TOKEN, WANDB_API_KEY)"
+    needs = ("credentials",)
+    expected_key = "k8s_apply"
+
+    def command(self) -> str:
+        return (f"kubectl create secret generic {manifests.secret_name(self.cfg)}"
+                " --from-env-file=<(printf 'HF_TOKEN=%s\\n' \"$HF_TOKEN\")")
+
+    async def probe(self, ctx: Context) -> Probe:
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return Probe(exists=False)
+        current = await kube.get("secrets", manifests.secret_name(self.cfg))
+        if current is None:
+            return Probe(exists=False)
+        # Values are never read back: re-applying (a no-op when unchanged) keeps a changed
+        # token current without rltui ever comparing or showing it.
+        keys = sorted((current.get("data") or {}))
+        return Probe(exists=True, ready=False, detail=f"keys {', '.join(keys)}")
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        await kube.apply(manifests.job_secret(self.cfg))
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        await kube.delete("secrets", manifests.secret_name(self.cfg))
+
+
+class PvPvcStep(ContextStep):
+    name, title = "pv_pvc", "PV / PVC"
+    needs = ("credentials", "lustre_instance")
+    expected_key = "k8s_apply"
+
+    def command(self) -> str:
+        return f"kubectl apply -f {manifests.VOLUME_FILE}"
+
+    async def _ip(self, ctx: Context) -> str:
+        inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
+        if inst is None or not inst.mount_point:
+            raise TransientError("the Lustre instance has no mount point yet")
+        return manifests.lustre_ip(inst.mount_point)
+
+    async def probe(self, ctx: Context) -> Probe:
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return Probe(exists=False)
+        pv = await kube.get("persistentvolumes", self.cfg.pv_name)
+        pvc = await kube.get("persistentvolumeclaims", self.cfg.pvc_name)
+        if pv is None or pvc is None:
+            return Probe(exists=pv is not None or pvc is not None, ready=False)
+        ip = pv.get("spec", {}).get("csi", {}).get("volumeAttributes", {}).get("ip")
+        return Probe(exists=True, ready=ip == await self._ip(ctx), detail=f"ip {ip}")
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        ip = await self._ip(ctx)
+        out.note(f"Lustre IP {ip}")
+        pv = await kube.get("persistentvolumes", self.cfg.pv_name)
+        old = ((pv or {}).get("spec", {}).get("csi", {}).get("volumeAttributes", {}).get("ip"))
+        if pv is not None and old != ip:
+            # A PV's source is immutable (a patch gets 422): delete the claim and the volume,
+            # then create both again. Only while no pod uses the claim.
+            users = await self._claim_users(kube)
+            if users:
+                raise PermanentError(
+                    f"PV {self.cfg.pv_name} points at {old}, the Lustre instance is now at {ip},"
+                    f" and pods still use it ({', '.join(users[:3])}): delete the RayCluster"
+                    f" (kubectl delete raycluster {self.cfg.cluster_name}), then run up again")
+            out.note(f"PV {self.cfg.pv_name} points at {old}: recreating the PV and PVC")
+            await kube.delete("persistentvolumeclaims", self.cfg.pvc_name, wait=True,
+                              timeout_s=max(60.0, 3 * self.expected_s))
+            await kube.delete("persistentvolumes", self.cfg.pv_name, wait=True,
+                              timeout_s=max(60.0, 3 * self.expected_s))
+        await kube.apply(manifests.persistent_volume(self.cfg, ip))
+        await kube.apply(manifests.persistent_volume_claim(self.cfg))
+
+    async def _claim_users(self, kube: Any) -> list[str]:
+        users = []
+        for pod in await kube.list("pods"):
+            for vol in (pod.get("spec") or {}).get("volumes") or []:
+                if (vol.get("persistentVolumeClaim") or {}).get("claimName") == self.cfg.pvc_name:
+                    users.append(pod["metadata"]["name"])
+        return users
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        await kube.delete("persistentvolumeclaims", self.cfg.pvc_name)
+        await kube.delete("persistentvolumes", self.cfg.pv_name)
+
+
+class RayClusterStep(ContextStep):
+    name, title = "raycluster", "RayCluster ready"
+    needs = ("addons", "pv_pvc", "secret")
+    expected_key, destroy_key = "image_pull", "raycluster_delete"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.expected_s = ctx.expected("image_pull") + ctx.expected("pod_start")
+
+    def command(self) -> str:
+        return (f"kubectl apply -f {manifests.RAYCLUSTER_FILE} && kubectl wait"
+                f" raycluster/{self.cfg.cluster_name} --for=condition=HeadPodReady")
+
+    async def probe(self, ctx: Context) -> Probe:
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return Probe(exists=False)
+        rc = await kube.get("rayclusters", self.cfg.cluster_name)
+        if rc is None:
+            return Probe(exists=False)
+        from ..cloud.kube import raycluster_health
+
+        health = raycluster_health(rc)
+        return Probe(exists=True, ready=health.ready, detail=health.message)
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        await kube.apply(manifests.ray_cluster(self.cfg))
+
+        def on_update(health: Any) -> None:
+            desired = health.desired_workers or self.cfg.num_nodes
+            out.progress(health.ready_workers / desired if desired else None)
+            out.note(f"{health.ready_workers}/{desired} workers ready,"
+                     f" head {'ready' if health.head_ready else 'starting'}")
+
+        await kube.wait_raycluster_ready(self.cfg.cluster_name, on_update,
+                                         timeout_s=max(3 * self.expected_s, 120.0))
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        kube = await ctx.kube()
+        await kube.delete("rayclusters", self.cfg.cluster_name, wait=True,
+                          timeout_s=max(3 * (self.destroy_expected_s or 60.0), 60.0))
+
+
+class DashboardStep(ContextStep):
+    name, title = "dashboard", "Ray dashboard reachable"
+    needs = ("raycluster",)
+    expected_key = "k8s_apply"
+    destroyable = False
+
+    def command(self) -> str:
+        return f"kubectl port-forward service/{self.cfg.head_service} 8265:8265"
+
+    async def probe(self, ctx: Context) -> Probe:
+        return Probe(exists=False)  # a local port-forward: opened by every run
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        url = await ctx.dashboard()
+        out.note(f"Ray dashboard at {url}")

@@ -1,0 +1,159 @@
+"""The Lustre chain: xpk's network, the IP range, the Service Networking peering, the Managed
+Lustre instance. It waits only for xpk's network, not for xpk to finish."""
+
+from __future__ import annotations
+
+from shlex import join
+
+from ..cloud.errors import CloudError
+from .context import Context
+from .step import PermanentError, Probe, StepOutput, TransientError
+from .steps_base import ContextStep
+
+class NetworkReadyStep(ContextStep):
+    """Waits for the VPC network xpk makes first, so the Lustre chain starts early."""
+
+    name, title = "network_ready", "Network ready"
+    needs = ("enable_apis",)
+    expected_key = "xpk_networks"
+    destroyable = False  # xpk's delete removes it
+
+    def command(self) -> str:
+        return join(["gcloud", "compute", "networks", "describe", self.cfg.network,
+                     f"--project={self.cfg.project_id}"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        return Probe(exists=await ctx.network.network(self.cfg.network) is not None)
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        import asyncio
+
+        out.note(f"waiting for xpk to create {self.cfg.network}")
+        interval = max(0.2, min(10.0, self.expected_s / 20))
+        deadline = asyncio.get_running_loop().time() + max(ctx.expected("xpk_done") * 2, 60.0)
+        while await ctx.network.network(self.cfg.network) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TransientError(f"network {self.cfg.network} has not appeared yet")
+            await asyncio.sleep(interval)
+
+
+class IpRangeStep(ContextStep):
+    name, title = "ip_range", "IP range"
+    needs = ("network_ready",)
+    expected_key, destroy_key = "address_create", "address_delete"
+
+    def command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "compute", "addresses", "create", c.address_name, "--global",
+                     "--purpose=VPC_PEERING", "--prefix-length=24", f"--network={c.network}",
+                     f"--project={c.project_id}"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        return Probe(exists=await ctx.network.address(self.cfg.address_name) is not None)
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        await ctx.network.create_address(self.cfg.address_name, self.cfg.network, 24, out.line)
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        await ctx.network.delete_address(self.cfg.address_name, out.line)
+
+
+class PeeringStep(ContextStep):
+    name, title = "peering", "VPC peering"
+    needs = ("ip_range",)
+    expected_key, destroy_key = "peering_connect", "peering_delete"
+
+    def command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "services", "vpc-peerings", "connect",
+                     "--service=servicenetworking.googleapis.com", f"--ranges={c.address_name}",
+                     f"--network={c.network}", f"--project={c.project_id}"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        peering = await ctx.network.peering(self.cfg.network)
+        if peering is None:
+            return Probe(exists=False)
+        ranges = peering.get("reservedPeeringRanges", [])
+        return Probe(exists=True, ready=self.cfg.address_name in ranges,
+                     detail=", ".join(ranges))
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        await ctx.network.connect_peering(self.cfg.network, [self.cfg.address_name], out.line)
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        """Service Networking refuses while the producer (Lustre) still holds the connection,
+        sometimes minutes after the instance is gone (FACTS; terraform-provider-google 19908):
+        retry for a while, then remove compute's side of it (networks.removePeering), the
+        known fallback, which frees the network for xpk's delete."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(3 * ctx.expected("lustre_delete"), 30.0)
+        pause = max(0.2, min(30.0, ctx.expected("peering_delete") / 4))
+        while True:
+            try:
+                await ctx.network.delete_peering(self.cfg.network, out.line)
+                return
+            except CloudError as exc:
+                if exc.code != "PeeringInUse":
+                    raise
+                if loop.time() > deadline:
+                    break
+                out.note("Service Networking still sees the Lustre instance: waiting")
+                await asyncio.sleep(pause)
+        if await ctx.lustre.get(self.cfg.lustre_instance_id) is not None:
+            raise TransientError("the Lustre instance still exists; the peering waits for it")
+        out.note("Service Networking still refuses: removing the peering from the network")
+        await ctx.network.remove_peering(self.cfg.network)
+
+
+class LustreInstanceStep(ContextStep):
+    name, title = "lustre_instance", "Lustre instance"
+    needs = ("peering",)
+    expected_key, destroy_key = "lustre_create", "lustre_delete"
+
+    def command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "lustre", "instances", "create", c.lustre_instance_id,
+                     f"--project={c.project_id}", f"--location={c.zone}",
+                     f"--capacity-gib={c.lustre_capacity}",
+                     f"--per-unit-storage-throughput={c.lustre_throughput}", "--filesystem=lustre",
+                     f"--network=projects/{c.project_id}/global/networks/{c.network}",
+                     "--labels=managed-by=rltui", "--async"])
+
+    async def probe(self, ctx: Context) -> Probe:
+        inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
+        if inst is None:
+            return Probe(exists=False)
+        return Probe(exists=True, ready=inst.state.name == "ACTIVE", detail=inst.state.name)
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        c = self.cfg
+        op_name = None
+        if await ctx.lustre.get(c.lustre_instance_id) is None:
+            op_name = await ctx.lustre.create(c.lustre_instance_id, capacity_gib=c.lustre_capacity,
+                                              throughput=c.lustre_throughput, network=c.network)
+            if op_name:
+                out.line(f"create operation {op_name}")
+
+        def on_state(state: str) -> None:
+            out.note(f"state {state}")
+
+        try:
+            await ctx.lustre.wait_active(c.lustre_instance_id, expected_s=self.expected_s,
+                                         on_state=on_state, op_name=op_name)
+        except CloudError as exc:
+            if exc.transient:
+                raise
+            # A create that failed late: its operation's error, kept for the user.
+            raise PermanentError(exc.message) from None
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
+        if inst is None:
+            return
+        if inst.labels.get("managed-by") != "rltui":
+            raise PermanentError(f"Lustre instance {self.cfg.lustre_instance_id} was not created"
+                                 " by rltui (no managed-by=rltui label): left alone")
+        await ctx.lustre.delete(self.cfg.lustre_instance_id,
+                                expected_s=self.destroy_expected_s or self.expected_s)
