@@ -63,6 +63,10 @@ from rltui.sandbox.record import Record
 from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
 from rltui.sandbox import services as apis
 from rltui.sandbox.xpk_names import hash_string, unique_name  # noqa: F401 - hash_string re-exported
+from rltui.sandbox.world_model import (  # noqa: F401 - moved there
+    _GCE_NAME, _NETWORK_PATH, Subnet, Network, Address, Peering, Firewall, WorldEvent, _Project, _Due, _copy,
+    project_number, region_of, _check_gce_name, _project_to_json, _project_from_json,
+)
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
@@ -107,8 +111,6 @@ XPK_MILESTONES = ("xpk_networks", "xpk_control_plane", "xpk_node_pool", "xpk_don
 _INSTANCE_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FILESYSTEM = re.compile(r"^[A-Za-z0-9]{1,8}$")
 _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_NETWORK_PATH = re.compile(r"^projects/(?P<project>[^/]+)/global/networks/(?P<network>[^/]+)$")
 
 
 class InUse(FailedPrecondition):
@@ -118,137 +120,8 @@ class InUse(FailedPrecondition):
     compute_reason = "resourceInUseByAnotherResource"
 
 
-@dataclass
-class Subnet:
-    name: str
-    region: str
-    ip_cidr_range: str
-    network: str = ""  # filled in on the copies get_subnet/list_subnets return
-
-
-@dataclass
-class Network:
-    project: str
-    name: str
-    subnets: list[Subnet] = field(default_factory=list)
-    created_by: str = ""  # "xpk" for the networks xpk's Cluster Toolkit makes
-    auto_create_subnetworks: bool = False  # auto mode (the `default` network is)
-    mtu: int = 0  # 0: the GCE default (1460), or 8896 for xpk's networks
-    description: str = ""
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/global/networks/{self.name}"
-
-
-@dataclass
-class Address:
-    project: str
-    name: str
-    network: str
-    purpose: str
-    prefix_length: int
-    address: str
-    status: str = "RESERVED"  # RESERVING while address_create runs
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/global/addresses/{self.name}"
-
-
-@dataclass
-class Peering:
-    project: str
-    network: str
-    service: str
-    ranges: list[str]
-    status: str = "ACTIVE"  # CONNECTING, ACTIVE, DELETING
-
-    @property
-    def name(self) -> str:
-        return self.service.replace(".", "-")  # servicenetworking-googleapis-com, as GCE names it
-
-
-@dataclass
-class Firewall:
-    """A VPC firewall rule (compute.v1 Firewall). allowed/denied: [{"IPProtocol": "tcp", "ports": ["22"]}]."""
-
-    project: str
-    name: str
-    network: str
-    direction: str = "INGRESS"
-    priority: int = 1000
-    source_ranges: list[str] = field(default_factory=list)
-    destination_ranges: list[str] = field(default_factory=list)
-    source_tags: list[str] = field(default_factory=list)
-    target_tags: list[str] = field(default_factory=list)
-    allowed: list[dict[str, Any]] = field(default_factory=list)
-    denied: list[dict[str, Any]] = field(default_factory=list)
-    description: str = ""
-    disabled: bool = False
-    created_by: str = ""
-    creation_timestamp: str = ""
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/global/firewalls/{self.name}"
-
-
-@dataclass(frozen=True)
-class WorldEvent:
-    """A change subscribers hear about. kind: cluster_running, cluster_deleted, node_pool_ready,
-    node_pool_deleted, node_pool_failed, node_pool_recreating (data: the pool's, per_node_s,
-    version), node_pool_recreated, addons_changed, xpk_cluster_ready, lustre_active, lustre_deleted."""
-
-    kind: str
-    project: str
-    location: str
-    name: str  # the cluster or instance ID
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _Project:
-    id: str
-    networks: dict[str, Network] = field(default_factory=dict)
-    addresses: dict[str, Address] = field(default_factory=dict)
-    firewalls: dict[str, Firewall] = field(default_factory=dict)
-    peerings: dict[str, Peering] = field(default_factory=dict)  # key "network|service"
-    services: set[str] = field(default_factory=set)
-    clusters: dict[str, container_v1.Cluster] = field(default_factory=dict)  # key "location/name"
-    cluster_ops: dict[str, container_v1.Operation] = field(default_factory=dict)
-    instances: dict[str, lustre_v1.Instance] = field(default_factory=dict)  # key full name
-    next_range: int = 90  # second octet of the next auto-allocated 10.x.0.0 range
-    lustre_hosts: dict[str, int] = field(default_factory=dict)  # range name -> IPs handed out
-    compute_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # GCE Operation state by name
-    default_network_made: bool = False  # compute.googleapis.com made `default` once
-
-
-@dataclass
-class _Due:
-    at: float  # wall-clock seconds (time.time()), so deadlines survive a restart
-    seq: int
-    action: str
-    args: dict[str, Any]
-
-
-def _copy(msg: Any) -> Any:
-    cls = type(msg)
-    return cls.deserialize(cls.serialize(msg))
-
-
 def _rfc3339() -> str:
     return utcnow().isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def project_number(project: str) -> int:
-    """A stable 12-digit project number for links (the real API uses numbers there)."""
-    return 100_000_000_000 + int(hashlib.blake2b(project.encode(), digest_size=5).hexdigest(), 16) % 900_000_000_000
-
-
-def region_of(location: str) -> str:
-    """us-east1-b -> us-east1; a region stays itself."""
-    return location[:-2] if re.match(r"^[a-z]+-[a-z]+\d+-[a-z]$", location) else location
 
 
 def label_fingerprint(labels: Any) -> str:
@@ -274,14 +147,6 @@ def gpu_quota_metric(np: container_v1.NodePool) -> str:
 def _pool_gpus(np: container_v1.NodePool) -> float:
     accel = np.config.accelerators[0].accelerator_count if np.config.accelerators else 0
     return float(accel * np.initial_node_count * max(1, len(np.locations)))
-
-
-def _check_gce_name(kind: str, name: str) -> None:
-    if not _GCE_NAME.match(name or ""):
-        raise InvalidArgument(
-            f"Invalid value for field '{kind}.name': {name!r}. Must be a match of regex "
-            "'(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
-        )
 
 
 class World:
@@ -1975,47 +1840,3 @@ def _pool_data(np: container_v1.NodePool) -> dict[str, Any]:
         "locations": list(np.locations),
         "version": np.version or GKE_VERSION,
     }
-
-
-def _project_to_json(p: _Project) -> dict[str, Any]:
-    return {
-        "networks": [dataclasses.asdict(n) for n in p.networks.values()],
-        "addresses": [dataclasses.asdict(a) for a in p.addresses.values()],
-        "firewalls": [dataclasses.asdict(f) for f in p.firewalls.values()],
-        "peerings": [dataclasses.asdict(x) for x in p.peerings.values()],
-        "services": sorted(p.services),
-        "clusters": [json.loads(container_v1.Cluster.to_json(c)) for c in p.clusters.values()],
-        "cluster_ops": [json.loads(container_v1.Operation.to_json(o)) for o in p.cluster_ops.values()],
-        "instances": [json.loads(lustre_v1.Instance.to_json(i)) for i in p.instances.values()],
-        "next_range": p.next_range,
-        "lustre_hosts": p.lustre_hosts,
-        "compute_ops": list(p.compute_ops.values()),
-        "default_network_made": p.default_network_made,
-    }
-
-
-def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
-    def proto(cls: Any, item: dict[str, Any]) -> Any:
-        return cls.from_json(json.dumps(item), ignore_unknown_fields=True)
-
-    p = _Project(pid)
-    for n in d["networks"]:
-        # Files from before auto_create_subnetworks: `default` was the one auto-mode network.
-        n = {"auto_create_subnetworks": n["name"] == "default", **n}
-        net = Network(**{**n, "subnets": [Subnet(**s) for s in n["subnets"]]})
-        p.networks[net.name] = net
-    p.addresses = {a["name"]: Address(**a) for a in d["addresses"]}
-    p.peerings = {f"{x['network']}|{x['service']}": Peering(**x) for x in d["peerings"]}
-    p.services = set(d["services"])
-    for item in d["clusters"]:
-        c = proto(container_v1.Cluster, item)
-        p.clusters[f"{c.location}/{c.name}"] = c
-    p.cluster_ops = {o.name: o for o in (proto(container_v1.Operation, i) for i in d["cluster_ops"])}
-    p.instances = {i.name: i for i in (proto(lustre_v1.Instance, x) for x in d["instances"])}
-    p.next_range = int(d["next_range"])
-    p.lustre_hosts = {k: int(v) for k, v in d["lustre_hosts"].items()}
-    # Written since the Compute REST surface (older files have none of these).
-    p.firewalls = {f["name"]: Firewall(**f) for f in d.get("firewalls", [])}
-    p.compute_ops = {o["name"]: dict(o) for o in d.get("compute_ops", [])}
-    p.default_network_made = bool(d.get("default_network_made", "default" in p.networks))
-    return p
