@@ -21,72 +21,62 @@ cloud.google.com/vpc/docs/firewalls#more_rules_default_vpc). The surfaces (gRPC 
 Test harnesses opt in with `World(..., enabled_services=CODELAB_APIS)`: each new project then
 starts with those on and, when compute is among them, the `default` network that ALSO already has
 private services access (an allocated range and a peering) - a harness shortcut, not Google's.
+
+Where each service lives (World mixes them together; one object, one state, one loop):
+  world_model      the per-project state, deadlines, events, world.json's project JSON, shared helpers
+  world_network    VPC networks, subnets, firewall rules, compute operations, global addresses,
+                   Service Networking peerings, the `default` network
+  world_services   Service Usage (enable, list) and the API gate (require_service, gate_grpc)
+  world_gke        GKE clusters, their operations, the busy rule, addons, labels, GKE's own upgrade
+  world_gke_pools  GKE node pools, the GPU quota's late failure, node recreation
+  world_xpk        xpk's cluster create/delete phases and its blueprint's names, pools and labels
+  world_lustre     Managed Lustre instances, their late failures and states, google.longrunning ops
+This module keeps World's construction, persistence, deadlines, waiting, events and projects, and
+re-exports the names importers use (`from rltui.sandbox.world import World, Network, ...`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
-import hashlib
-import ipaddress
 import json
 import logging
 import os
-import re
-import shutil
 import time
-import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
-import grpc
-from google.cloud import container_v1, lustre_v1
-from google.longrunning import operations_pb2
-from google.protobuf import empty_pb2
-
+from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_util import (
-    AlreadyExists,
-    CloudError,
-    FailedPrecondition,
-    InvalidArgument,
-    LroStore,
-    NotFound,
-    ResourceExhausted,
-    utcnow,
-)
+from rltui.sandbox.grpc_util import LroStore
 from rltui.sandbox.profile import Clock
 from rltui.sandbox.record import Record
-from rltui.sandbox.rules import LUSTRE_FILESYSTEM, LUSTRE_INSTANCE_ID, LUSTRE_TIERS
-from rltui.sandbox import services as apis
-from rltui.sandbox.xpk_names import hash_string, unique_name  # noqa: F401 - hash_string re-exported
-from rltui.sandbox.world_model import (  # noqa: F401 - moved there
-    _GCE_NAME, _NETWORK_PATH, Subnet, Network, Address, Peering, Firewall, WorldEvent, _Project, _Due, _copy,
-    project_number, region_of, _check_gce_name, _project_to_json, _project_from_json,
+from rltui.sandbox.world_gke import GkeClusterMixin
+from rltui.sandbox.world_gke_pools import GkeNodePoolMixin
+from rltui.sandbox.world_lustre import LustreMixin
+from rltui.sandbox.world_model import WorldEvent, _Due, _Project, _project_from_json, _project_to_json
+from rltui.sandbox.world_network import NetworkMixin, _add_default_network
+from rltui.sandbox.world_services import ServiceUsageMixin
+from rltui.sandbox.world_xpk import XpkMixin
+
+# Re-exported: the names importers take from here (`from rltui.sandbox.world import ...`).
+from rltui.sandbox.grpc_util import (  # noqa: F401
+    AlreadyExists, CloudError, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted,
 )
-from rltui.sandbox.world_network import (  # noqa: F401 - moved there
-    SERVICE_NETWORKING, InUse, NetworkMixin, AUTO_SUBNETS, _gce_now, _default_firewalls, _add_default_network,
+from rltui.sandbox.world_gke import (  # noqa: F401
+    BUSY_REASON, GKE_API, GKE_DOMAIN, GKE_VERSION, OpStatus, OpType, Status, label_fingerprint,
 )
-from rltui.sandbox.world_services import (  # noqa: F401 - moved there
-    ServiceUsageMixin,
+from rltui.sandbox.world_gke_pools import gpu_quota_metric  # noqa: F401
+from rltui.sandbox.world_lustre import LUSTRE_CAPACITY_TIERS, LustreState  # noqa: F401
+from rltui.sandbox.world_model import (  # noqa: F401
+    Address, Firewall, Network, Peering, Subnet, project_number, region_of,
 )
-from rltui.sandbox.world_gke import (  # noqa: F401 - moved there
-    GKE_API, GKE_VERSION, Status, OpType, OpStatus, GKE_DOMAIN, BUSY_REASON, _UPGRADING, _LABEL_KEY,
-    _LABEL_VALUE, _CLUSTER_NAME, _rfc3339, label_fingerprint, _pool_data, GkeClusterMixin,
+from rltui.sandbox.world_network import AUTO_SUBNETS, SERVICE_NETWORKING, InUse  # noqa: F401
+from rltui.sandbox.world_xpk import (  # noqa: F401
+    XPK_DEVICE_TYPES, XPK_MILESTONES, XpkDevice, xpk_pool_name, xpk_unique_name,
 )
-from rltui.sandbox.world_gke_pools import (  # noqa: F401 - moved there
-    _POOL_UP, gpu_quota_metric, _pool_gpus, GkeNodePoolMixin,
-)
-from rltui.sandbox.world_xpk import (  # noqa: F401 - moved there
-    XpkDevice, XPK_DEVICE_TYPES, XPK_MILESTONES, xpk_unique_name, XpkMixin, _xpk_networks, _XPK_ALLOW,
-    _xpk_firewalls, _toolkit_labels, _xpk_cluster, xpk_pool_name, _xpk_pool,
-)
-from rltui.sandbox.world_lustre import (  # noqa: F401 - moved there
-    LustreState, LUSTRE_CAPACITY_TIERS, _INSTANCE_ID, _FILESYSTEM, LustreMixin,
-)
+from rltui.sandbox.xpk_names import hash_string  # noqa: F401
+
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
