@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import re
 from typing import Any, Awaitable, Callable
 

@@ -12,7 +12,6 @@ _arm, _emit, _wait, _project, _lro, _due, _request_ids, record, faults, lustre_q
 from __future__ import annotations
 
 import ipaddress
-import re
 import shutil
 import time
 import uuid
@@ -39,8 +38,6 @@ LustreState = lustre_v1.Instance.State
 LUSTRE_CAPACITY_TIERS = LUSTRE_TIERS
 
 
-_INSTANCE_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
-_FILESYSTEM = re.compile(r"^[A-Za-z0-9]{1,8}$")
 
 
 class LustreMixin:

@@ -75,7 +75,7 @@ class ServiceUsageMixin:
         number = project_number(pid)
         op_name = f"operations/acf.p2-{number}-{uuid.uuid4()}"
         meta = service_usage_v1.OperationMetadata(resource_names=[f"services/{s}" for s in wanted])
-        op = self._lro.start(op_name, meta)
+        self._lro.start(op_name, meta)
         rec = self.record.start("serviceusage.batchEnable" if batch else "serviceusage.enable",
                                 f"projects/{number}", services=wanted)
         new = [s for s in wanted if s not in self._project(pid).services]

@@ -2,7 +2,7 @@
 #   STUB=tabulate,ruamel,setuptools_scm,argcomplete,google.cloud.resourcemanager_v3,google.cloud.storage,docker,google.cloud.filestore_v1,google \
 #     python tests/data/extract_xpk_flags.py  (then wrap the output with "source"/"xpk_version" keys)
 # Missing third-party imports are stubbed: only argparse definitions are read.
-import sys, types, importlib.abc, importlib.machinery, json, argparse
+import sys, importlib.abc, importlib.machinery, json, argparse
 from unittest import mock
 sys.path.insert(0, '/tmp/xpk/src')
 import os; os.environ['XPK_VERSION_OVERRIDE'] = '1.16.0'

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.api_core import exceptions
-from google.cloud import container_v1, lustre_v1, service_usage_v1
+from google.cloud import service_usage_v1
 from google.cloud.service_usage_v1.services.service_usage.transports import (
     ServiceUsageGrpcAsyncIOTransport, ServiceUsageGrpcTransport,
 )
