@@ -36,6 +36,7 @@ OPERATION_KEYS: tuple[str, ...] = (
     "gke_auto_upgrade",
     "gke_set_labels",
     "node_pool_recreate",
+    "peering_release_lag",
 )
 
 

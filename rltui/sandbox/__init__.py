@@ -1,1 +1,27 @@
-"""The sandbox: a local emulated project that the official clients cannot tell from the cloud."""
+"""The sandbox: a local emulated project that the official clients cannot tell from the cloud.
+
+It is only as good as its agreement with Google. Each row of the design table "Real Google
+Cloud behaviour the sandbox must reproduce" (shared/design/FACTS.md, checked 2026-12-01) is
+enforced here, and the code that enforces it cites the row's own sources:
+
+| FACTS row | enforced in | sources cited there |
+|---|---|---|
+| gcloud, a missing resource | tools/gcloud_commands.py (two-line `Could not fetch resource:`) | FACTS; kubernetes-the-hard-way 327, 684 |
+| xpk state on the Cluster Toolkit path | tools/xpk.py, xpk_names.py, world_xpk.py | xpk 1.16.0 commands/cluster_gcluster.py, core/blueprint/blueprint_generator.py |
+| xpk version | tools/xpk.py; flags in tests/data/xpk_1.16.0_flags.json | xpk 1.16.0 parser/ |
+| Lustre CSI port | nodes.py (per-node LNet port), kuberay.py (the mount) | google-cloud-lustre 0.4.3, google-cloud-container 2.67.0 docstrings; lustre-csi-driver docs/troubleshooting.md |
+| enabling the Lustre CSI driver on a running cluster | nodes.py, world_gke_pools.py (UpdateNodePool recreation) | xpk core/cluster.py, core/nodepool.py |
+| Lustre metrics | grpc_monitoring.py, lustre_meter.py | docs.cloud.google.com/monitoring/api/metrics_gcp_i_o; managed-lustre/docs/monitoring |
+| GKE, one operation at a time | world_gke.py (`_busy`, GKE's own upgrade after create) | cluster-api-provider-gcp 1363, rancher/gke-operator 509, terraform-provider-google 3650, 1643 |
+| PersistentVolume | kube/kinds.py, kube/store.py (422 on a source change) | kubernetes ValidatePersistentVolumeUpdate |
+| Service Networking peering delete | world_network.py (`delete_peering`, `peering_release_lag`, removePeering) | terraform-provider-google 19908, magic-modules 18476 |
+| Lustre create failing late | world_lustre.py (quota, `lustre:create-late` fault) | lustre_v1 Instance.State and LRO docstrings; cluster-toolkit 5290 |
+| REST shapes offline | rest_compute.py (compute.v1 discovery document, Google's error JSON) | google-api-python-client 2.202.0 discovery_cache |
+| official clients that exist | grpc_serviceusage.py, world_services.py, rest_compute.py | google-cloud-service-usage 1.18.0, google-cloud-compute 1.57 |
+| the real gcloud on these machines | not yet: the fake gcloud stands in (issue 9) | |
+
+The sandbox keeps its own copy of every rule it enforces (rules.py: Lustre tiers, name
+formats) and imports nothing from rltui outside rltui/sandbox but plumbing (atomic writes,
+the latency profile): tests/sandbox/test_boundary.py checks it. What each fake could not
+verify is said in its docstring.
+"""

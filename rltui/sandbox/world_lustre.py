@@ -271,7 +271,11 @@ class LustreMixin:
     def _on_lustre_gone(self, project: str, name: str, operation: str, record_id: int | None = None) -> None:
         if record_id is not None:
             self.record.end(record_id)
-        self._project(project).instances.pop(name, None)
+        inst = self._project(project).instances.pop(name, None)
+        if inst is not None:
+            match = _NETWORK_PATH.match(inst.network or "")
+            if match is not None and not self._lustre_on(match["project"], match["network"]):
+                self._project(match["project"]).producer_released[match["network"]] = time.time()
         location, instance_id = name.split("/")[3], name.split("/")[5]
         shutil.rmtree(self.lustre_dir(project, location, instance_id), ignore_errors=True)
         self._finish_lro(operation, response=empty_pb2.Empty())

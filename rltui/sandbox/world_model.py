@@ -132,6 +132,9 @@ class _Project:
     lustre_hosts: dict[str, int] = field(default_factory=dict)  # range name -> IPs handed out
     compute_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # GCE Operation state by name
     default_network_made: bool = False  # compute.googleapis.com made `default` once
+    # network -> wall time its last Lustre instance went: Service Networking holds the
+    # connection a while longer (FACTS: "Service Networking peering delete").
+    producer_released: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -179,6 +182,7 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
         "lustre_hosts": p.lustre_hosts,
         "compute_ops": list(p.compute_ops.values()),
         "default_network_made": p.default_network_made,
+        "producer_released": p.producer_released,
     }
 
 
@@ -206,4 +210,5 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
     p.firewalls = {f["name"]: Firewall(**f) for f in d.get("firewalls", [])}
     p.compute_ops = {o["name"]: dict(o) for o in d.get("compute_ops", [])}
     p.default_network_made = bool(d.get("default_network_made", "default" in p.networks))
+    p.producer_released = {k: float(v) for k, v in d.get("producer_released", {}).items()}
     return p

@@ -428,11 +428,15 @@ class NetworkMixin:
 
     async def delete_peering(self, project: str, network: str, service: str = SERVICE_NETWORKING) -> None:
         """Takes peering_delete; refused while a Lustre instance on the network exists in ANY state
-        (DELETING included: it is refused until the instance is fully gone), with the real text
-        (hashicorp/terraform-provider-google 19908). compute networks.removePeering is the fallback."""
+        (DELETING included), and for `peering_release_lag` after the last one is gone, with the
+        real text (FACTS row "Service Networking peering delete": "it succeeds only after the
+        Lustre instance is fully gone, sometimes minutes later"; hashicorp/terraform-provider-google
+        19908). compute networks.removePeering is the known fallback."""
         self.get_peering(project, network, service)
         users = self._lustre_on(project, network)
-        if users:
+        released = self._project(project).producer_released.get(network)
+        held = released is not None and time.time() < released + self.clock.seconds("peering_release_lag")
+        if users or held:
             raise FailedPrecondition(
                 "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) "
                 "are still using this connection."

@@ -100,6 +100,10 @@ async def test_peering_then_lustre_then_teardown_in_order(tmp_path: Path) -> Non
         world.delete_network(PROJECT, net)
 
     await world.wait_operation(world.delete_lustre_instance(PROJECT, ZONE, "rl-demo-gpu-lustre").name, timeout=5)
+    # Service Networking holds the connection a while after the instance is gone (FACTS).
+    with pytest.raises(FailedPrecondition, match="Producer services"):
+        await world.delete_peering(PROJECT, net)
+    await asyncio.sleep(world.clock.seconds("peering_release_lag"))
     await world.delete_peering(PROJECT, net)
     await world.delete_address(PROJECT, rng)
     world.delete_network(PROJECT, net)
