@@ -6,7 +6,7 @@ enforced here, and the code that enforces it cites the row's own sources:
 
 | FACTS row | enforced in | sources cited there |
 |---|---|---|
-| gcloud, a missing resource | tools/gcloud_commands.py (two-line `Could not fetch resource:`) | FACTS; kubernetes-the-hard-way 327, 684 |
+| gcloud, a missing resource | tools/gcloud.py (two-line `Could not fetch resource:`) | FACTS; kubernetes-the-hard-way 327, 684 |
 | xpk state on the Cluster Toolkit path | tools/xpk.py, xpk_names.py, world_xpk.py | xpk 1.16.0 commands/cluster_gcluster.py, core/blueprint/blueprint_generator.py |
 | xpk version | tools/xpk.py; flags in tests/data/xpk_1.16.0_flags.json | xpk 1.16.0 parser/ |
 | Lustre CSI port | nodes.py (per-node LNet port), kuberay.py (the mount) | google-cloud-lustre 0.4.3, google-cloud-container 2.67.0 docstrings; lustre-csi-driver docs/troubleshooting.md |
