@@ -300,8 +300,10 @@ class GkeClusterMixin:
     # gke_auto_upgrade reference minutes; the cluster is RECONCILING meanwhile (its API answers).
     # World.gke_auto_upgrade = False turns it off.
 
-    def start_gke_upgrade(self, project: str, location: str, cluster: str) -> container_v1.Operation:
-        """Start GKE's own UPGRADE_MASTER on an idle cluster (refused busy like any other)."""
+    def start_gke_upgrade(self, project: str, location: str, cluster: str, *,
+                          seconds: float | None = None) -> container_v1.Operation:
+        """Start GKE's own UPGRADE_MASTER on an idle cluster (refused busy like any other); it
+        takes gke_auto_upgrade, or `seconds` (tests that must see it running on a busy machine)."""
         self._tick()
         c = self._cluster(project, location, cluster)
         p = self._project(project)
@@ -310,8 +312,9 @@ class GkeClusterMixin:
         op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_MASTER,
                                     detail="Automatic upgrade of the control plane (GKE-initiated)")
         self._schedule("gke_upgraded", {"project": project, "location": location, "cluster": cluster,
-                                        "operation": op.name}, key="gke_auto_upgrade")
+                                        "operation": op.name}, key="gke_auto_upgrade", seconds=seconds)
         self._commit()
+        self._arm()
         return _copy(op)
 
     def _on_gke_upgraded(self, project: str, location: str, cluster: str, operation: str) -> None:

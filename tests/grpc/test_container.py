@@ -200,9 +200,15 @@ def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> Non
     """GKE's own UPGRADE_MASTER: the "is currently upgrading" wording, with the same reason."""
     sandbox.run(sandbox.world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2))
     client = clients.gke(sandbox)
+    newest = max(client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations,
+                 key=lambda o: o.start_time)
+    assert newest.operation_type == Op.Type.UPGRADE_MASTER  # GKE's own, started by nobody
+    # At speed 6000 it lasts 0.08 s: hold one for 30 s to see the refusal on a loaded machine.
+    sandbox.run(sandbox.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
+    held = sandbox.call(sandbox.world.start_gke_upgrade, PROJECT, REGION, CLUSTER, seconds=30)
     ops = [o for o in client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
            if o.status != Op.Status.DONE]
-    assert [o.operation_type for o in ops] == [Op.Type.UPGRADE_MASTER]
+    assert [o.name for o in ops] == [held.name]
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RECONCILING
     with pytest.raises(exceptions.FailedPrecondition) as err:
         client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
@@ -210,7 +216,8 @@ def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> Non
     assert err.value.message == (f"Operation {ops[0].name} is currently upgrading cluster {CLUSTER}. "
                                  "Please wait and try again once it is done.")
     assert err.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
-    wait_done(client, ops[0])  # gke_auto_upgrade: 8 minutes = 0.08 s at speed 6000
+    sandbox.call(sandbox.world._on_gke_upgraded, PROJECT, REGION, CLUSTER, held.name)  # end it now
+    wait_done(client, ops[0])
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RUNNING
     op = client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
         ray_operator_config=container_v1.RayOperatorConfig(enabled=True)))
@@ -241,7 +248,8 @@ def test_set_labels_checks_the_fingerprint(make_sandbox, clients) -> None:
         client.set_labels(request={"name": NAME, "resource_labels": {}, "label_fingerprint": first.label_fingerprint})
 
 
-def test_update_node_pool_is_an_upgrade_nodes_operation(sandbox, clients) -> None:
+def test_update_node_pool_is_an_upgrade_nodes_operation(make_sandbox, clients) -> None:
+    sandbox = make_sandbox(speed=120.0)  # one node recreated: 4 minutes = 2 s, time to see it busy
     client = clients.gke(sandbox)
     running_cluster(sandbox)
     events: list = []

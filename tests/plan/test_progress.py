@@ -126,6 +126,8 @@ CTRL_C_SCRIPT = textwrap.dedent("""
     import asyncio, faulthandler, signal, sys
     from pathlib import Path
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's view when it hangs
+    print("SIGINT at start:", signal.getsignal(signal.SIGINT),
+          sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])), file=sys.stderr, flush=True)
     from rltui.plan import Probe, ProgressStore, Runner, Step
 
     class Wait(Step):

@@ -43,9 +43,13 @@ def test_codelab_gcloud_sequence(make_box) -> None:
     assert ok(box.tool(*describe_csi)).stdout.strip() == ""  # xpk ignored --enable-lustre-csi-driver
     update_argv = ["gcloud", "container", "clusters", "update", CLUSTER, "--region", REGION, "--project", PROJECT,
                    "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"]
-    # Right after the create GKE runs its own UPGRADE_MASTER (gke_auto_upgrade): refused until it ends.
+    # Right after the create GKE runs its own UPGRADE_MASTER (gke_auto_upgrade): the update is
+    # refused until it ends. At speed 6000 it lasts 0.08 s, so hold one for 30 s to see it.
+    box.run(box.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
+    held = box.call(box.world.start_gke_upgrade, PROJECT, REGION, CLUSTER, seconds=30)
     busy = box.tool(*update_argv)
     assert busy.returncode == 1 and "is currently upgrading cluster" in busy.stderr, busy.stderr
+    box.call(box.world._on_gke_upgraded, PROJECT, REGION, CLUSTER, held.name)  # end it now
     box.run(box.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
     update = ok(box.tool(*update_argv))
     assert update.stderr.startswith(f"Updating {CLUSTER}...done.\nUpdated [")

@@ -188,11 +188,16 @@ def test_delete_without_the_blueprint_takes_the_plain_path_and_strands_the_netwo
     elsewhere.mkdir()
     assert box.tool(*create_argv(box, "c2"), cwd=made_in).returncode == 0
 
-    # Right after the create GKE upgrades the master: gcloud's delete is refused (no retry on this path).
+    # While GKE upgrades the master (as it does right after a create), the plain path's gcloud
+    # delete is refused: no retry there. The upgrade is held for 30 s: at speed 6000 the real
+    # one is over in 0.08 s, before a loaded machine starts xpk.
+    box.run(box.world.wait_cluster_idle(box.project, REGION, "c2"))
+    upgrade = box.call(box.world.start_gke_upgrade, box.project, REGION, "c2", seconds=30)
     busy = box.tool(*delete_argv(box, "c2"), cwd=elsewhere)
     assert busy.returncode == 1, busy.stdout
     assert "is currently upgrading cluster c2. Please wait and try again once it is done." in busy.stdout
     assert "[XPK] Cluster delete request returned ERROR 1" in busy.stdout
+    box.call(box.world._on_gke_upgraded, box.project, REGION, "c2", upgrade.name)  # end it now
     box.run(box.world.wait_cluster_idle(box.project, REGION, "c2"))
 
     stray = box.tool(*delete_argv(box, "c2"), cwd=elsewhere)
