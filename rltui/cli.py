@@ -173,6 +173,12 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
         elif args.action == "stop":
             ended = manage.stop()
             print(f"sandbox stopped ({len(ended)} processes ended)" if ended else "no sandbox was running")
+        elif args.action == "env":
+            status = manage.read_status()
+            if not status:
+                print("sandbox: no sandbox running: start it with `rltui sandbox start`", file=sys.stderr)
+                return 1
+            print("\n".join(manage.env_lines(status)))
         elif args.action == "preempt":
             status = manage.read_status()
             if not status:
@@ -311,7 +317,7 @@ def build_parser() -> Parser:
     p = cloud("down", cmd_down, "stop the job, delete what rltui created, scan for leaks")
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
-    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, preempt",
+    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt",
             env=False)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
     a = actions.add_parser("start", help="start it in the background (returns once it answers)")
@@ -327,6 +333,8 @@ def build_parser() -> Parser:
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")
+    actions.add_parser("env", help="export lines pointing the real gcloud and kubectl at it:"
+                                   ' eval "$(rltui sandbox env)"')
     a = actions.add_parser("preempt", help="take a GPU node away, as Spot preemption does")
     a.add_argument("--node", help="the node's name (default: a worker's node)")
     return parser

@@ -18,7 +18,7 @@ enforced here, and the code that enforces it cites the row's own sources:
 | Lustre create failing late | world_lustre.py (quota, `lustre:create-late` fault) | lustre_v1 Instance.State and LRO docstrings; cluster-toolkit 5290 |
 | REST shapes offline | rest_compute.py (compute.v1 discovery document, Google's error JSON) | google-api-python-client 2.202.0 discovery_cache |
 | official clients that exist | grpc_serviceusage.py, world_services.py, rest_compute.py | google-cloud-service-usage 1.18.0, google-cloud-compute 1.57 |
-| the real gcloud on these machines | not yet: the fake gcloud stands in (issue 9) | |
+| the real gcloud on these machines | rest_util.py, rest_lustre.py, rest_container.py, rest_serviceusage.py, rest_servicenetworking.py, rest_resourcemanager.py; manage.gcloud_env (`rltui sandbox env`) | FACTS; discovery documents in google-api-python-client 2.202.0; lustre_v1 rest_base.py |
 
 The sandbox keeps its own copy of every rule it enforces (rules.py: Lustre tiers, name
 formats) and imports nothing from rltui outside rltui/sandbox but plumbing (atomic writes,

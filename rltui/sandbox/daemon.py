@@ -7,6 +7,10 @@
 - HTTP (aiohttp, loopback): the Kubernetes API (+ port-forward), the Compute Engine REST API
   under /compute/v1/ (status key `compute`), and under /_sandbox/ the control routes behind the
   fake gcloud/xpk, `rltui sandbox preempt` and GET /_sandbox/record (status key `record` is its file).
+- HTTP for the real gcloud (aiohttp, loopback, one port per API): the REST APIs of Lustre,
+  Kubernetes Engine, Service Usage, Service Networking and Cloud Resource Manager (rest_*.py);
+  status key `rest` maps gcloud's API names (compute, lustre, container, serviceusage,
+  servicenetworking, cloudresourcemanager) to the CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> URL.
 
 Projects start strict, as Google makes them: only the default-enabled APIs are on.
 - A toy KubeRay controller that starts a real Ray head when the head pod runs.
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_private
-from .manage import CHILDREN_FILE, GCLOUD_CONFIG_DIR, STATUS_FILE
+from .manage import ACCESS_TOKEN_FILE, CHILDREN_FILE, GCLOUD_CONFIG_DIR, GCLOUD_KUBECONFIG, STATUS_FILE
 
 log = logging.getLogger("rltui.sandbox")
 
@@ -60,6 +64,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .grpc_util import guard
     from .record import FILE as RECORD_FILE, Record
     from .rest_compute import add_compute_routes
+    from .rest_apps import rest_apps
+    from .rest_util import serve_on_loopback
     from .grpc_lustre import add_lustre_services
     from .grpc_monitoring import add_monitoring_service
     from .kube.api import make_app
@@ -138,6 +144,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     install_tools(bin_dir, kube_url)
     write_uv_shim(bin_dir)
     kubeconfig = write_kubeconfig(root / "kubeconfig", kube_url)
+    # The token the real gcloud sends (CLOUDSDK_AUTH_ACCESS_TOKEN_FILE): for now the kube API's.
+    write_private(root / ACCESS_TOKEN_FILE, SANDBOX_TOKEN + "\n")
 
     status: dict[str, Any] = {}
 
@@ -160,6 +168,12 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock).start()
+    # The REST APIs the real gcloud talks to: one loopback port each (rest_util says why).
+    rest_runners, rest_urls = [], {"compute": f"{kube_url}/compute/v1/"}
+    for key, make in rest_apps().items():
+        rest_runner, rest_url = await serve_on_loopback(make(world, record=record, faults=faults))
+        rest_runners.append(rest_runner)
+        rest_urls[key] = rest_url + "/"
     await controller.start()
 
     status.update({
@@ -167,6 +181,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "grpc": f"127.0.0.1:{grpc_port}",
         "kube_api": kube_url,
         "compute": kube_url,  # the Compute REST API shares the HTTP app: <compute>/compute/v1/...
+        # gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> values (`rltui sandbox env` prints them).
+        "rest": rest_urls,
         "record": str(root / RECORD_FILE),
         "kubeconfig": str(kubeconfig),
         "ray_dashboard": None,
@@ -174,6 +190,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "bin_dir": str(bin_dir),
         # The private gcloud config folder the sandbox's tools get as CLOUDSDK_CONFIG.
         "gcloud_config": str(root / GCLOUD_CONFIG_DIR),
+        # What `rltui sandbox env` hands the real gcloud: the token file (0600) and the private
+        # kubeconfig `gcloud container clusters get-credentials` writes into.
+        "access_token_file": str(root / ACCESS_TOKEN_FILE),
+        "gcloud_kubeconfig": str(root / GCLOUD_KUBECONFIG),
         "quotas": {**world.quotas, **({"lustre_capacity_gib_per_zone_network": lustre_quota_gib}
                                       if lustre_quota_gib is not None else {})},
         "speed": speed,
@@ -201,6 +221,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     meter_task.cancel()
     await asyncio.gather(meter_task, return_exceptions=True)
     meter.close()
+    for rest_runner in rest_runners:
+        await rest_runner.cleanup()
     await runner.cleanup()
     await server.stop(grace=1.0)
     world.close()

@@ -25,6 +25,10 @@ CHILDREN_FILE = "children.json"
 LOG_FILE = "daemon.log"
 START_TIMEOUT_S = 10.0
 GCLOUD_CONFIG_DIR = "gcloud"  # beside the kubeconfig: <sandbox dir>/gcloud
+ACCESS_TOKEN_FILE = "access_token"  # CLOUDSDK_AUTH_ACCESS_TOKEN_FILE for the real gcloud (mode 0600)
+GCLOUD_KUBECONFIG = "kubeconfig-gcloud"  # KUBECONFIG for the real gcloud and kubectl
+# gcloud's API name (CLOUDSDK_API_ENDPOINT_OVERRIDES_<NAME>) -> the status `rest` key
+GCLOUD_APIS = ("compute", "lustre", "container", "servicenetworking", "serviceusage", "cloudresourcemanager")
 
 
 class SandboxError(Exception):
@@ -213,6 +217,39 @@ def stop(root: Path | None = None, grace: float = 15.0) -> list[int]:
     if left:
         raise SandboxError(f"could not end processes {left}; end them by hand")
     return daemon + [p for p in swept if p not in daemon]
+
+
+def gcloud_env(status: Status) -> dict[str, str]:
+    """The environment that points the REAL gcloud (and kubectl, through the kubeconfig
+    `gcloud container clusters get-credentials` writes) at this sandbox without touching the
+    user's own gcloud or kube config: the endpoint overrides (FACTS.md, "the real gcloud on these
+    machines": COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
+    a private CLOUDSDK_CONFIG and KUBECONFIG, no prompts, no update check or usage reporting
+    (both would reach Google)."""
+    info = status.info
+    rest = info.get("rest")
+    if not isinstance(rest, dict):
+        raise SandboxError("this sandbox predates the REST APIs for gcloud: restart it "
+                           "(rltui sandbox stop && rltui sandbox start)")
+    root = Path(info["gcloud_config"]).parent
+    token_file = Path(info.get("access_token_file") or root / ACCESS_TOKEN_FILE)
+    env = {f"CLOUDSDK_API_ENDPOINT_OVERRIDES_{api.upper()}": str(rest[api]) for api in GCLOUD_APIS}
+    env.update({
+        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token_file),
+        "CLOUDSDK_CONFIG": str(info["gcloud_config"]),
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1",
+        "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1",
+        "KUBECONFIG": str(info.get("gcloud_kubeconfig") or root / GCLOUD_KUBECONFIG),
+    })
+    return env
+
+
+def env_lines(status: Status) -> list[str]:
+    """`export NAME=value` lines (shell-quoted) for `eval "$(rltui sandbox env)"`."""
+    import shlex
+
+    return [f"export {name}={shlex.quote(value)}" for name, value in gcloud_env(status).items()]
 
 
 def preempt(status: Status, node: str | None = None) -> str:

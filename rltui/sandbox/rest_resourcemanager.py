@@ -1,0 +1,43 @@
+"""The sandbox's Cloud Resource Manager REST API v1: projects.get only - what `gcloud services
+vpc-peerings list|connect` (and others) ask first, for the project NUMBER (FACTS.md, "the real
+gcloud on these machines").
+
+Path and fields: the cloudresourcemanager.v1 discovery document (google-api-python-client 2.202.0):
+`GET v1/projects/{projectId}` -> Project {projectNumber (int64, a string in JSON), projectId,
+lifecycleState ACTIVE, name, createTime, parent?}. Any project ID names a sandbox project (the
+World makes one on first use), and its number is world_model.project_number. A project number
+in the path is resolved to its ID when the World knows it. Not gated: whether projects.get
+needs cloudresourcemanager.googleapis.com enabled in the caller's quota project is not verified
+(gcloud sends no quota project by default). Counted as `cloudresourcemanager:projects.get`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from rltui.sandbox.faults import Faults
+from rltui.sandbox.record import Record
+from rltui.sandbox.rest_util import RestApi
+from rltui.sandbox.world import World, project_number
+
+__all__ = ["resourcemanager_app", "project_json"]
+
+CREATED = "2026-12-01T00:00:00.000Z"
+
+
+def project_json(project: str) -> dict[str, Any]:
+    return {"projectNumber": str(project_number(project)), "projectId": project, "lifecycleState": "ACTIVE",
+            "name": project, "createTime": CREATED}
+
+
+def resourcemanager_app(world: World, *, record: Record | None = None,
+                        faults: Faults | None = None) -> web.Application:
+    api = RestApi("cloudresourcemanager", None, world, record=record, faults=faults)
+
+    async def get(request: web.Request, m: dict[str, str]) -> Any:
+        return project_json(m["project"])
+
+    api.route("GET", "/v1/projects/{project:[^/:]+}", "projects.get", get, gate=False)
+    return api.app
