@@ -2,8 +2,10 @@
 
 Runs `rltui up` against a fresh sandbox (reference latency profile, untuned) and converts
 the real seconds into reference minutes (real seconds x speed / 60). Prints the ratio to the
-codelab's sequential order (about 57 min with the same profile) and to the shortest chain the
-graph allows (about 30 min: xpk, one addon update, pods). Lower is better; 0.52 is the floor.
+codelab's sequential order (57 min, counted before the sandbox had GKE's own upgrade after a
+create and the GPU nodes' recreation for the Lustre CSI driver: about 40 minutes that the
+codelab skips, and that rltui must wait for) and to the shortest chain (30 min, likewise).
+Lower is better. issue 13 replaces this with a time-to-training bench on the sandbox's record.
 
     .venv/bin/python bench/time_to_ready.py [--speed 120]
 """
