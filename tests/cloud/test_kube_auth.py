@@ -74,3 +74,43 @@ async def test_a_token_is_refreshed_before_it_expires(api) -> None:
         assert len(issued) - before >= 3
     finally:
         await kube.close()
+
+
+async def test_the_daemon_layout_one_app_on_an_http_and_an_https_site(tmp_path, test_tls) -> None:
+    """As the daemon serves it: Google-API surfaces and the token endpoint over http, the
+    Kubernetes API over https only (http keeps /version, the readiness probe)."""
+    from aiohttp import web
+
+    from rltui.sandbox.kube import KubeStore, make_app
+    from rltui.sandbox.kube.auth import add_token_route
+
+    issuer = TokenIssuer.load(test_tls.folder)
+    app = make_app(KubeStore(tmp_path / "kube"), issuer=issuer)
+    add_token_route(app, issuer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=test_tls.server_context()).start()
+    http = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    https = f"https://127.0.0.1:{runner.addresses[1][1]}"
+    ctx = test_tls.client_context()
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"{http}/version") as resp:
+                assert resp.status == 200
+            async with s.get(f"{http}/api/v1/namespaces/default/pods") as resp:
+                assert resp.status == 404 and "https" in await resp.text()
+            async with s.post(f"{http}/token", data={"grant_type": "refresh_token",
+                                                     "refresh_token": "1//wrong"}) as resp:
+                assert resp.status == 400 and (await resp.json())["error"] == "invalid_grant"
+            async with s.post(f"{http}/token", data={"grant_type": "refresh_token",
+                                                     "refresh_token": issuer.refresh_token}) as resp:
+                answer = await resp.json()
+            assert answer["token_type"] == "Bearer" and answer["expires_in"] == 3600
+            bearer = {"Authorization": f"Bearer {answer['access_token']}"}
+            async with s.get(f"{https}/api/v1/namespaces/default/pods", headers=bearer, ssl=ctx) as resp:
+                assert resp.status == 200
+            async with s.post(f"{https}/token", headers=bearer, ssl=ctx) as resp:
+                assert resp.status == 404, "Google surfaces are not on the cluster endpoint"
+    finally:
+        await runner.cleanup()
