@@ -1,7 +1,6 @@
 """Who may call the sandbox's Kubernetes API: bearer tokens, an OAuth2 token endpoint, an ADC file.
 
-- Access tokens are issued by `POST /token` (Google's OAuth2 refresh grant: form
-  `grant_type=refresh_token&refresh_token=...&client_id=...&client_secret=...`, answered with
+- Access tokens are issued by `POST /token` (Google's OAuth2 token endpoint, answering
   `{"access_token", "expires_in", "token_type": "Bearer"}`) and live `lifetime_s` (1 hour, as
   Google's do, so clients really refresh). They are stateless (`sbx1.<expiry>.<HMAC>` under a
   per-folder secret), so they stay valid across a daemon restart until they expire.
@@ -10,8 +9,8 @@
 - `write_adc` writes a `service_account` Application Default Credentials file (a key made once
   per folder) whose `token_uri` is that endpoint: `google.auth.load_credentials_from_file` and
   `credentials.refresh(Request())` work unmodified (the JWT-bearer grant below). Not
-  `authorized_user`: google-auth >= 2.4x ignores such a file's `token_uri` ("always overrides"
-  with oauth2.googleapis.com in Credentials.from_authorized_user_info), so it could never refresh
+  `authorized_user`: google-auth (2.63 here) ignores such a file's `token_uri` ("always
+  overrides" with oauth2.googleapis.com in Credentials.from_authorized_user_info), so it could never refresh
   against a sandbox; a service account's `token_uri` is honoured.
 - `POST /token` accepts Google's two grants: `urn:ietf:params:oauth:grant-type:jwt-bearer` (an
   assertion signed by the sandbox service account's key, audience this endpoint) and
@@ -43,8 +42,6 @@ TOKEN_LIFETIME_S = 3600
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 JWT_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SERVICE_ACCOUNT = "rltui-sandbox@rltui-sandbox.iam.gserviceaccount.com"
-CLIENT_ID = "rltui-sandbox.apps.googleusercontent.com"
-CLIENT_SECRET = "rltui-sandbox-client-secret"  # not a secret: as gcloud's own client secret
 _PREFIX = "sbx1"
 KUBE_PATHS = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
 
