@@ -1,9 +1,12 @@
 """Where each API lives and how to authenticate: the single switch between Google and the sandbox.
 
-Real: Google's hosts with Application Default Credentials; the Kubernetes client is built from
-the GKE cluster's endpoint, CA and an ADC token. Sandbox: `127.0.0.1` ports with insecure
-channels (gRPC) or plain http (compute's REST surface, anonymous credentials), a kubeconfig,
-and the fake xpk/gcloud first on PATH. Nothing else in rltui asks which one it is; it asks
+Real: Google's hosts with Application Default Credentials. Sandbox: `127.0.0.1` ports with
+insecure channels (gRPC) or plain http (compute's REST surface, anonymous credentials), an ADC
+file whose token endpoint is the sandbox's, and the fake xpk/gcloud first on PATH.
+
+The Kubernetes client is built the same way in both: from the GKE cluster's `endpoint` and
+`master_auth.cluster_ca_certificate` (which the sandbox's World fills with its HTTPS address and
+CA) and a bearer token from `credentials()`. Nothing else in rltui asks which one it is; it asks
 this value for clients.
 """
 
@@ -16,6 +19,7 @@ from typing import Any, Mapping
 
 # Per-call deadline for unary Google calls (the clients have none by default).
 CALL_TIMEOUT_S = 30.0
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class Endpoints:
     label: str                         # shown in the header badge: "SANDBOX" or "Google Cloud"
     grpc_target: str | None = None     # "127.0.0.1:PORT" (insecure); None: Google's hosts + ADC
     compute_url: str | None = None     # "http://127.0.0.1:PORT" (REST); None: compute.googleapis.com
-    kubeconfig: Path | None = None     # None: from the GKE cluster's endpoint, CA and ADC token
+    adc_file: Path | None = None       # an ADC JSON file; None: google.auth.default()
     tool_dirs: tuple[Path, ...] = ()   # put first on PATH for xpk and gcloud
     tool_env: Mapping[str, str] = field(default_factory=dict)  # e.g. a private KUBECONFIG
     default_project: str | None = None
@@ -40,18 +44,19 @@ class Endpoints:
     @classmethod
     def sandbox(cls, status: Mapping[str, Any]) -> "Endpoints":
         """From `rltui sandbox status --json` (the daemon's daemon.json)."""
-        kubeconfig = Path(status["kubeconfig"])
+        adc_file = Path(status["adc"])
+        root = adc_file.parent
         return cls(
             label="SANDBOX",
             grpc_target=str(status["grpc"]),
             compute_url=status.get("compute"),
-            kubeconfig=kubeconfig,
+            adc_file=adc_file,
             tool_dirs=(Path(status["bin_dir"]),),
             # gcloud get-credentials writes here, never into the user's ~/.kube/config; the gcloud
             # config directory is the sandbox's own (xpk checks that one exists before it runs;
             # `rltui sandbox start` makes it).
-            tool_env={"KUBECONFIG": str(kubeconfig.with_name("kubeconfig-gcloud")),
-                      "CLOUDSDK_CONFIG": str(status.get("gcloud_config") or kubeconfig.with_name("gcloud")),
+            tool_env={"KUBECONFIG": str(root / "kubeconfig-gcloud"),
+                      "CLOUDSDK_CONFIG": str(status.get("gcloud_config") or root / "gcloud"),
                       "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
             time_scale=1.0 / float(status.get("speed") or 60.0),
             downloads_models=False,  # the sandbox's GRPO demo trains a tiny local policy
@@ -114,19 +119,34 @@ class Endpoints:
         return cls(credentials=AnonymousCredentials(),
                    client_options={"api_endpoint": self.compute_url})
 
-    def require_credentials(self) -> None:
-        """Google's hosts need Application Default Credentials: one line with the fix if absent.
-        A sandbox accepts any token, so it needs none."""
-        if self.grpc_target is not None:
-            return
+    # --- credentials (the Kubernetes API's bearer token) ---
+
+    def credentials(self, scopes: tuple[str, ...] = (CLOUD_PLATFORM,)) -> Any:
+        """Application Default Credentials (sync, may read files: call it in a thread): the
+        sandbox's ADC file, else `google.auth.default()`. Refresh them with
+        `google.auth.transport.requests.Request()`; both refresh at a token endpoint."""
         import google.auth
+
+        if self.adc_file is not None:
+            # The sandbox writes a service-account key file (see rltui.sandbox.kube.auth): loaded
+            # by its type-specific loader, which google-auth 2.63 recommends over the deprecated
+            # google.auth.load_credentials_from_file (which gives the same credentials).
+            from google.oauth2 import service_account
+
+            return service_account.Credentials.from_service_account_file(str(self.adc_file),
+                                                                         scopes=list(scopes))
+        creds, _ = google.auth.default(scopes=list(scopes))
+        return creds
+
+    def require_credentials(self) -> None:
+        """Application Default Credentials must exist: one line with the fix if absent."""
         from google.auth.exceptions import DefaultCredentialsError
 
         from .errors import CloudError
 
         try:
-            google.auth.default()
-        except DefaultCredentialsError:
+            self.credentials()
+        except (DefaultCredentialsError, OSError, ValueError):
             raise CloudError("no Application Default Credentials: run `gcloud auth"
                              " application-default login`, then try again",
                              transient=False, code="NoCredentials") from None

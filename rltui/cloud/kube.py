@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable
 
-from .endpoints import CALL_TIMEOUT_S, Endpoints
+from .endpoints import CALL_TIMEOUT_S, CLOUD_PLATFORM, Endpoints
 from .errors import CloudError, classify, retry
 
 log = logging.getLogger(__name__)
 
-CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 # A watch asks the server to end it after this long and then resumes: a silently dead
 # connection is noticed within this window plus the client's margin.
 WATCH_WINDOW_S = 240
@@ -124,16 +123,16 @@ class KubeAdapter:
 
     # ----- connection -------------------------------------------------------------------
     async def connect(self) -> None:
-        """From the Endpoints' kubeconfig, else from the GKE cluster's endpoint, CA and ADC."""
-        from kubernetes.aio import client, config
+        """From the GKE cluster's endpoint and CA and a bearer token from the Endpoints'
+        credentials: the same code for Google and the sandbox (whose World gives its clusters
+        its own HTTPS address and CA, and whose ADC file refreshes at its token endpoint)."""
+        from kubernetes.aio import client
 
-        if self.endpoints.kubeconfig is not None:
-            self.api = await config.new_client_from_config(
-                config_file=str(self.endpoints.kubeconfig), persist_config=False)
-        else:
-            if self.cluster is None:
-                raise CloudError("no kubeconfig and no GKE cluster to connect to", transient=False)
-            self.api = client.ApiClient(configuration=await gke_configuration(self.cluster))
+        if self.cluster is None:
+            raise CloudError("no GKE cluster to connect to: is it created?", transient=False,
+                             code="NotFound")
+        creds = await asyncio.to_thread(self.endpoints.credentials)
+        self.api = client.ApiClient(configuration=await gke_configuration(self.cluster, creds))
         self._core = client.CoreV1Api(self.api)
         self._custom = client.CustomObjectsApi(self.api)
 
@@ -520,13 +519,16 @@ def pod_row(pod: dict, *, gone: bool = False, now: float | None = None) -> PodRo
 
 # ----- GKE: endpoint, CA and an ADC token (no kubeconfig) ---------------------------------
 
-async def gke_configuration(cluster: Any) -> Any:
-    """A client Configuration for a GKE cluster proto, with a self-refreshing ADC token."""
-    import google.auth
+async def gke_configuration(cluster: Any, creds: Any) -> Any:
+    """A client Configuration for a GKE cluster (its `endpoint` and base64 PEM
+    `master_auth.cluster_ca_certificate`) with a bearer token from google-auth `creds`,
+    refreshed before it expires (the hook runs before every request and port-forward)."""
     from google.auth.transport.requests import Request
     from kubernetes.aio.client import Configuration
 
-    creds, _ = await asyncio.to_thread(google.auth.default, scopes=[CLOUD_PLATFORM])
+    if not cluster.endpoint or not cluster.master_auth.cluster_ca_certificate:
+        raise CloudError("the GKE cluster has no endpoint or CA yet: is it still provisioning?",
+                         transient=True, code="NotReady")
     lock = asyncio.Lock()
 
     async def refresh(cfg: Any) -> None:

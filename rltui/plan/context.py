@@ -73,11 +73,12 @@ class Context:
         return self._get("network", lambda: NetworkAdapter(self.endpoints, self.cfg.project_id))
 
     async def kube(self) -> Any:
-        """A connected Kubernetes adapter (from the GKE cluster, or the endpoints' kubeconfig)."""
+        """A connected Kubernetes adapter, from the GKE cluster's endpoint and CA and an ADC
+        token (in both modes: see Endpoints.credentials)."""
         if "kube" not in self._adapters:
             from ..cloud.kube import KubeAdapter
 
-            cluster = None if self.endpoints.kubeconfig else await self.gke.get()
+            cluster = await self.gke.get()
             adapter = KubeAdapter(self.endpoints, cluster=cluster)
             await adapter.connect()
             self._adapters["kube"] = adapter

@@ -445,7 +445,11 @@ async def _clusters_credentials(ctx: _Ctx, args: dict[str, Any], say: Say) -> An
     if cluster.status not in (container_v1.Cluster.Status.RUNNING, container_v1.Cluster.Status.RECONCILING):
         raise NotFound(f"cluster {name} is {cluster.status.name}: its Kubernetes API is not available; "
                        "wait until it is RUNNING")
-    return {"server": ctx.kube_api_url or ctx.origin, "token": ctx.kube_token,
+    # As gcloud's get-credentials: the server and CA come from the cluster (https://<endpoint>);
+    # a World whose clusters have no CA (a test app serving plain http) points at kube_api_url.
+    ca = cluster.master_auth.cluster_ca_certificate
+    server = f"https://{cluster.endpoint}" if ca else (ctx.kube_api_url or ctx.origin)
+    return {"server": server, "ca": ca, "token": ctx.kube_token,
             "context": f"gke_{project}_{location}_{name}"}
 
 

@@ -4,9 +4,17 @@
   google.container.v1.ClusterManager, google.monitoring.v3.MetricService,
   google.api.serviceusage.v1.ServiceUsage - each refusing a call to an API the request's project
   has not enabled (World.gate_grpc), and counted in the record.
-- HTTP (aiohttp, loopback): the Kubernetes API (+ port-forward), the Compute Engine REST API
-  under /compute/v1/ (status key `compute`), and under /_sandbox/ the control routes behind the
-  fake gcloud/xpk, `rltui sandbox preempt` and GET /_sandbox/record (status key `record` is its file).
+- One aiohttp app on two loopback sites:
+  - plain HTTP (status keys `kube_api`, `compute`): the Compute Engine REST API under
+    /compute/v1/, the OAuth2 token endpoint POST /token (the `adc` file's token_uri), and under
+    /_sandbox/ the control routes behind the fake gcloud/xpk, `rltui sandbox preempt` and GET
+    /_sandbox/record (status key `record` is its file); of the Kubernetes paths only /version
+    (the readiness probe);
+  - HTTPS with the sandbox's own CA (status keys `kube_server`, `kube_ca`; the address every GKE
+    cluster's `endpoint` names): the Kubernetes API (+ port-forward), only with a bearer token
+    the token endpoint issued or SANDBOX_TOKEN (else 401), as GKE's is.
+  Two sites of one app rather than two apps: the routes share the store, World and faults, and
+  the Google-API surfaces stay where their clients already find them.
 - HTTP for the real gcloud (aiohttp, loopback, one port per API): the REST APIs of Lustre,
   Kubernetes Engine, Service Usage, Service Networking and Cloud Resource Manager (rest_*.py);
   status key `rest` maps gcloud's API names (compute, lustre, container, serviceusage,
@@ -69,7 +77,9 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .grpc_lustre import add_lustre_services
     from .grpc_monitoring import add_monitoring_service
     from .kube.api import make_app
+    from .kube.auth import TokenIssuer, add_token_route, write_adc
     from .kube.kubeconfig import SANDBOX_TOKEN, write_kubeconfig
+    from .kube.tls import ensure_tls
     from .kube.store import KubeStore
     from .kuberay import KubeRayController, add_preempt_route
     from .control import add_control_routes
@@ -139,12 +149,20 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
 
     sock = _loopback_socket()
     kube_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    tls_sock = _loopback_socket()
+    kube_endpoint = f"127.0.0.1:{tls_sock.getsockname()[1]}"
+    kube_server = f"https://{kube_endpoint}"
+    tls = ensure_tls(root / "tls")
+    issuer = TokenIssuer.load(root / "tls")
+    world.kube_endpoint, world.kube_ca_b64 = kube_endpoint, tls.ca_b64
+    adc = write_adc(root / "adc.json", f"{kube_url}/token", issuer)
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     install_tools(bin_dir, kube_url)
     write_uv_shim(bin_dir)
-    kubeconfig = write_kubeconfig(root / "kubeconfig", kube_url)
-    # The token the real gcloud sends (CLOUDSDK_AUTH_ACCESS_TOKEN_FILE): for now the kube API's.
+    kubeconfig = write_kubeconfig(root / "kubeconfig", kube_server, ca_pem=tls.ca_pem)
+    # The token the real gcloud sends (CLOUDSDK_AUTH_ACCESS_TOKEN_FILE): the fixed sandbox token
+    # the HTTPS Kubernetes API accepts too.
     write_private(root / ACCESS_TOKEN_FILE, SANDBOX_TOKEN + "\n")
 
     status: dict[str, Any] = {}
@@ -160,14 +178,16 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
 
     controller = KubeRayController(store, world, clock, project=None, state_dir=root,
                                    bin_dir=bin_dir, on_children=on_children)
-    app = make_app(store)
-    add_control_routes(app, world, faults, kube_url, SANDBOX_TOKEN)
+    app = make_app(store, issuer=issuer)
+    add_token_route(app, issuer)
+    add_control_routes(app, world, faults, kube_server, SANDBOX_TOKEN)
     add_preempt_route(app, controller)
     add_compute_routes(app, world, record=record, faults=faults)
     record.add_route(app)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock).start()
+    await web.SockSite(runner, tls_sock, ssl_context=tls.server_context()).start()
     # The REST APIs the real gcloud talks to: one loopback port each (rest_util says why).
     rest_runners, rest_urls = [], {"compute": f"{kube_url}/compute/v1/"}
     for key, make in rest_apps().items():
@@ -184,7 +204,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         # gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> values (`rltui sandbox env` prints them).
         "rest": rest_urls,
         "record": str(root / RECORD_FILE),
-        "kubeconfig": str(kubeconfig),
+        "kubeconfig": str(kubeconfig),  # https + CA + SANDBOX_TOKEN, for kubectl users
+        "kube_server": kube_server,      # the GKE clusters' endpoint, as https://
+        "kube_ca": str(tls.ca_file),     # the CA their master_auth.cluster_ca_certificate holds
+        "adc": str(adc),                 # authorized_user ADC refreshing at <kube_api>/token
         "ray_dashboard": None,
         "lustre_root": str(root / "cloud" / "lustre"),
         "bin_dir": str(bin_dir),
@@ -203,7 +226,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "started_at": started,
     })
     write_status()
-    log.info("sandbox ready: gRPC 127.0.0.1:%s, Kubernetes %s (%.2f s)", grpc_port, kube_url,
+    log.info("sandbox ready: gRPC 127.0.0.1:%s, Kubernetes %s (%.2f s)", grpc_port, kube_server,
              time.time() - started)
 
     stop = asyncio.Event()

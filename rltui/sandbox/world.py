@@ -102,6 +102,10 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
         # Regional quota limits by Compute Engine metric (e.g. "NVIDIA_B200_GPUS",
         # "PREEMPTIBLE_NVIDIA_B200_GPUS"), applied in every region; absent = unlimited.
         self.quotas: dict[str, float] = {}
+        # Where every GKE cluster's Kubernetes API answers and the CA it presents (base64 PEM):
+        # set by the daemon once its HTTPS site is bound; see GkeClusterMixin.cluster_api.
+        self.kube_endpoint = "127.0.0.1"
+        self.kube_ca_b64 = ""
         # GKE starts its own UPGRADE_MASTER right after xpk's create (see gke_auto_upgrade).
         self.gke_auto_upgrade = True
         self._op_records: dict[str, int] = {}  # GKE operation name -> its Record id

@@ -102,13 +102,27 @@ class GkeClusterMixin:
             )
         return cluster
 
+    def _shown(self, c: container_v1.Cluster) -> container_v1.Cluster:
+        """A copy with the Kubernetes API's current endpoint and CA (the daemon's HTTPS port may
+        differ from the one a stored cluster was created under)."""
+        out = _copy(c)
+        if out.endpoint:
+            out.endpoint = self.kube_endpoint
+            if self.kube_ca_b64:
+                out.master_auth.cluster_ca_certificate = self.kube_ca_b64
+        return out
+
     def get_cluster(self, project: str, location: str, name: str) -> container_v1.Cluster:
+        """As GKE returns it. `endpoint` is where the cluster's Kubernetes API answers over https
+        and `master_auth.cluster_ca_certificate` the base64 PEM of the CA its certificate chains
+        to. A real endpoint is a bare IP served on 443; the sandbox's is `127.0.0.1:<port>`: the
+        port is the one difference a client sees (clients use `https://{endpoint}` either way)."""
         self._tick()
-        return _copy(self._cluster(project, location, name))
+        return self._shown(self._cluster(project, location, name))
 
     def list_clusters(self, project: str, location: str = "-") -> list[container_v1.Cluster]:
         self._tick()
-        return [_copy(c) for k, c in sorted(self._project(project).clusters.items())
+        return [self._shown(c) for k, c in sorted(self._project(project).clusters.items())
                 if location == "-" or c.location == location]
 
     def running_cluster_operation(self, project: str, location: str, cluster: str) -> container_v1.Operation | None:
@@ -180,7 +194,8 @@ class GkeClusterMixin:
         if c.network not in p.networks:
             raise NotFound(f'Network "{c.network}" does not exist.')
         c.subnetwork = c.subnetwork or c.network
-        c.location, c.zone, c.endpoint, c.status = location, location, "127.0.0.1", Status.PROVISIONING
+        c.location, c.zone, c.endpoint, c.status = location, location, self.kube_endpoint, Status.PROVISIONING
+        c.master_auth.cluster_ca_certificate = self.kube_ca_b64
         c.self_link = f"{GKE_API}/projects/{project}/locations/{location}/clusters/{name}"
         c.create_time, c.id = _rfc3339(), uuid.uuid4().hex
         c.current_master_version = c.initial_cluster_version or GKE_VERSION

@@ -1,7 +1,10 @@
 """The sandbox's Kubernetes API on the test's own event loop, and a tiny HTTP "dashboard".
 
-The adapters under test talk to the API over real HTTP with the official clients while the
-test drives the same KubeStore in-process (as the toy KubeRay controller does).
+The adapters under test talk to the API as they talk to GKE: over HTTPS (a test CA made by the
+sandbox's own tls module), from a `container_v1.Cluster` carrying the endpoint and base64 CA,
+with a bearer token from an `authorized_user` ADC file refreshed at the sandbox's token
+endpoint (served here on a plain-http site of its own). The test drives the same KubeStore
+in-process (as the toy KubeRay controller does).
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from aiohttp import web
 
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.kube import KubeAdapter
-from rltui.sandbox.kube import KubeStore, start, write_kubeconfig
+from google.cloud import container_v1
+
+from rltui.sandbox.kube import KubeStore, start
+from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
+from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
 
 HEAD_LABELS = {"ray.io/cluster": "ray-a4", "ray.io/node-type": "head"}
 
@@ -24,13 +31,40 @@ HEAD_LABELS = {"ray.io/cluster": "ray-a4", "ray.io/node-type": "head"}
 @dataclass
 class Api:
     store: KubeStore
-    url: str
-    endpoints: Endpoints
+    url: str                       # https://127.0.0.1:PORT
+    endpoints: Endpoints           # adc_file: the ADC file below
+    cluster: container_v1.Cluster  # endpoint 127.0.0.1:PORT, master_auth.cluster_ca_certificate
+    tls: SandboxTLS
+    issuer: TokenIssuer
 
     async def adapter(self) -> KubeAdapter:
-        kube = KubeAdapter(self.endpoints, backoff_s=0.02)
+        kube = KubeAdapter(self.endpoints, cluster=self.cluster, backoff_s=0.02)
         await kube.connect()
         return kube
+
+
+def gke_cluster(endpoint: str, tls: SandboxTLS) -> container_v1.Cluster:
+    return container_v1.Cluster(name="ray-a4", endpoint=endpoint,
+                                master_auth=container_v1.MasterAuth(cluster_ca_certificate=tls.ca_b64))
+
+
+@pytest.fixture(scope="session")
+def test_tls(tmp_path_factory: pytest.TempPathFactory) -> SandboxTLS:
+    return ensure_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+async def token_endpoint(tmp_path: Path, test_tls: SandboxTLS) -> AsyncIterator[tuple[TokenIssuer, Path]]:
+    """(issuer, ADC file) with the file's token_uri on a plain-http site of its own."""
+    issuer = TokenIssuer.load(test_tls.folder)
+    app = web.Application()
+    add_token_route(app, issuer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    adc = write_adc(tmp_path / "adc.json", f"http://127.0.0.1:{runner.addresses[0][1]}/token", issuer)
+    yield issuer, adc
+    await runner.cleanup()
 
 
 @pytest.fixture
@@ -40,11 +74,12 @@ def history() -> int:
 
 
 @pytest.fixture
-async def api(tmp_path: Path, history: int) -> AsyncIterator[Api]:
+async def api(tmp_path: Path, history: int, test_tls: SandboxTLS, token_endpoint) -> AsyncIterator[Api]:
+    issuer, adc = token_endpoint
     store = KubeStore(tmp_path / "kube", history=history)
-    runner, url = await start(store, bookmark_interval=0.3, tick=0.05)
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
-    yield Api(store, url, Endpoints(label="SANDBOX", kubeconfig=kubeconfig))
+    runner, url = await start(store, bookmark_interval=0.3, tick=0.05, tls=test_tls, issuer=issuer)
+    yield Api(store, url, Endpoints(label="SANDBOX", adc_file=adc),
+              gke_cluster(url.removeprefix("https://"), test_tls), test_tls, issuer)
     await runner.cleanup()
 
 

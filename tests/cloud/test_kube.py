@@ -17,7 +17,7 @@ from rltui.cloud.errors import CloudError
 from rltui.cloud.kube import KubeAdapter, KubeEvent, pod_row, raycluster_health
 from rltui.config import parse_config
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.kube import write_kubeconfig
+from tests.cloud.conftest import gke_cluster
 
 HF_TOKEN = "hf_" + "Sekr3t" * 5  # a test value: it must never show up anywhere
 
@@ -289,12 +289,12 @@ async def test_transient_api_errors_are_retried(api, kube: KubeAdapter, make_pod
     assert any(h.startswith("kube:POST") for h in faults.hits)
 
 
-async def test_unreachable_api_is_transient(tmp_path) -> None:
+async def test_unreachable_api_is_transient(tmp_path, test_tls, token_endpoint) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    kubeconfig = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{port}")
-    kube = KubeAdapter(Endpoints(label="SANDBOX", kubeconfig=kubeconfig), backoff_s=0.01)
+    kube = KubeAdapter(Endpoints(label="SANDBOX", adc_file=token_endpoint[1]),
+                       cluster=gke_cluster(f"127.0.0.1:{port}", test_tls), backoff_s=0.01)
     await kube.connect()
     try:
         with pytest.raises(CloudError, match="connection problem") as info:

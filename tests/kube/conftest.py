@@ -1,8 +1,9 @@
 """A fake API server on 127.0.0.1:0, run on its own event loop in a thread.
 
-The SYNC `kubernetes` client and kubectl then talk to it over HTTP while the test thread can
-still drive the store in-process (`server.call(store.create(...))`), like the toy KubeRay
-controller will.
+The SYNC `kubernetes` client and kubectl then talk to it as to GKE's: over HTTPS (a test CA
+from the sandbox's tls module) with a bearer token (a kubeconfig with certificate-authority-data
+and the fixed sandbox token), while the test thread can still drive the store in-process
+(`server.call(store.create(...))`), like the toy KubeRay controller does.
 """
 
 from __future__ import annotations
@@ -18,16 +19,21 @@ from kubernetes import client, config
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.kube import KubeStore, write_kubeconfig
 from rltui.sandbox.kube.api import start
+from rltui.sandbox.kube.auth import TokenIssuer
+from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
 
 
 class Server:
-    def __init__(self, root: Path | None, kubeconfig: Path, faults: Faults | None = None) -> None:
+    def __init__(self, root: Path | None, kubeconfig: Path, tls: SandboxTLS,
+                 faults: Faults | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="fake-kube", daemon=True)
         self.thread.start()
         self.store = KubeStore(root, faults)
-        self.runner, self.url = self.call(start(self.store, bookmark_interval=0.3, tick=0.1))
-        self.kubeconfig = write_kubeconfig(kubeconfig, self.url)
+        issuer = TokenIssuer.load(tls.folder)
+        self.runner, self.url = self.call(start(self.store, bookmark_interval=0.3, tick=0.1,
+                                                tls=tls, issuer=issuer))
+        self.kubeconfig = write_kubeconfig(kubeconfig, self.url, ca_pem=tls.ca_pem)
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 10) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -42,12 +48,17 @@ class Server:
         self.loop.close()
 
 
+@pytest.fixture(scope="session")
+def kube_tls(tmp_path_factory: pytest.TempPathFactory) -> SandboxTLS:
+    return ensure_tls(tmp_path_factory.mktemp("kube-tls"))
+
+
 @pytest.fixture
-def make_server(tmp_path: Path) -> Iterator:
+def make_server(tmp_path: Path, kube_tls: SandboxTLS) -> Iterator:
     servers: list[Server] = []
 
     def make(root: Path | None = None, faults: Faults | None = None) -> Server:
-        server = Server(root, tmp_path / f"kubeconfig-{len(servers)}", faults)
+        server = Server(root, tmp_path / f"kubeconfig-{len(servers)}", kube_tls, faults)
         servers.append(server)
         return server
     yield make

@@ -89,6 +89,21 @@ async def test_a_fresh_project_goes_up_and_the_cluster_is_labelled_rltuis(built)
     assert await ctx.network.address("no-such-range") is None  # NotFound, not an error
 
 
+async def test_the_kubernetes_client_is_built_as_for_gke(built):
+    """Context.kube() in sandbox mode runs real mode's code: https to the GKE cluster's
+    endpoint, its CA, a bearer token refreshed from the sandbox's ADC file."""
+    import base64
+
+    ctx = built
+    cluster = await ctx.gke.get()
+    cfg = (await ctx.kube()).configuration
+    assert cluster.endpoint.startswith("127.0.0.1:") and cfg.host == f"https://{cluster.endpoint}"
+    ca = base64.b64decode(cluster.master_auth.cluster_ca_certificate).decode()
+    assert cfg.ca_cert_data == ca and ca.startswith("-----BEGIN CERTIFICATE-----")
+    value = (await cfg.auth_settings())["BearerToken"]["value"]
+    assert value.startswith("Bearer sbx1."), "a token the sandbox's token endpoint issued"
+
+
 async def test_a_pv_pointing_at_an_old_ip_is_recreated_not_patched(built):
     """A PV's source is immutable (422 on a patch): rltui deletes and recreates it."""
     ctx = built

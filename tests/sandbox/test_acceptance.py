@@ -63,9 +63,14 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     assert time.monotonic() - t0 < 10, "start must return once every endpoint answers, within 10 s"
     status = json.loads(run([*rltui, "sandbox", "status", "--json"], env).stdout)
     for key in ("pid", "grpc", "kube_api", "kubeconfig", "ray_dashboard", "lustre_root", "speed",
-                "faults", "compute", "record"):
+                "faults", "compute", "record", "kube_server", "kube_ca", "adc"):
         assert key in status, key
     assert status["grpc"].startswith("127.0.0.1:") and status["kube_api"].startswith("http://127.0.0.1:")
+    assert status["kube_server"].startswith("https://127.0.0.1:")
+    for key in ("adc", "kubeconfig"):
+        assert Path(status[key]).stat().st_mode & 0o077 == 0, key
+    adc = json.loads(Path(status["adc"]).read_text())
+    assert adc["type"] == "service_account" and adc["token_uri"] == f"{status['kube_api']}/token"
     (tmp_path / "status.json").write_text(json.dumps(status))
 
     tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}",
@@ -112,6 +117,13 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
          "--timeout=90s"], tools, timeout=120)
     pods = run(["kubectl", "get", "pods", "-l", "ray.io/cluster=ray-a4-gpu-spot"], tools).stdout
     assert pods.count("Running") == 3, pods
+    # Kubernetes as GKE serves it: the cluster's endpoint and CA, an ADC token, 401 without one.
+    out = run([sys.executable, str(HERE / "outside_kube.py"), str(tmp_path / "status.json"),
+               "team-rl-sandbox-42", "us-east1", "ray-a4-gpu-spot"], tools)
+    assert out.stdout.rstrip().endswith("all checks passed"), out.stdout
+    assert "pods listed over https with the ADC token: 3" in out.stdout, out.stdout
+    # The status' own kubeconfig (https, the CA, the fixed sandbox token) works for kubectl too.
+    run(["kubectl", "--kubeconfig", status["kubeconfig"], "get", "raycluster"], tools)
 
     status = json.loads(run([*rltui, "sandbox", "status", "--json"], env).stdout)
     assert status["ray_dashboard"], "the head pod runs a real Ray head"

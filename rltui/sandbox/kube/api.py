@@ -303,9 +303,15 @@ async def _on_shutdown(app: web.Application) -> None:
     app[STORE].close()
 
 
-def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float = 1.0) -> web.Application:
-    """The API server app. `tick` bounds how long an idle watch/follow takes to notice a hang-up."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float = 1.0,
+             issuer: Any = None) -> web.Application:
+    """The API server app. `tick` bounds how long an idle watch/follow takes to notice a hang-up.
+    With `issuer` (auth.TokenIssuer), requests over https need its bearer tokens and Kubernetes
+    paths are not served over plain http (see auth.guard_middleware)."""
+    from rltui.sandbox.kube.auth import guard_middleware
+
+    middlewares = [guard_middleware(issuer)] if issuer is not None else []
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
     app[STORE] = store
     app[SETTINGS] = {"bookmark_interval": bookmark_interval, "tick": tick}
     discovery.add_routes(app)
@@ -317,11 +323,16 @@ def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float =
 
 
 async def start(store: KubeStore, host: str = "127.0.0.1", port: int = 0, *,
-                bookmark_interval: float = 60.0, tick: float = 1.0) -> tuple[web.AppRunner, str]:
-    """Serve `store` on host:port (0 = ephemeral); returns the runner (to `cleanup()`) and URL."""
-    app = make_app(store, bookmark_interval=bookmark_interval, tick=tick)
+                bookmark_interval: float = 60.0, tick: float = 1.0, tls: Any = None,
+                issuer: Any = None) -> tuple[web.AppRunner, str]:
+    """Serve `store` on host:port (0 = ephemeral); returns the runner (to `cleanup()`) and URL.
+    With `tls` (tls.SandboxTLS) and `issuer` it is https with bearer tokens, as GKE's is."""
+    if tls is not None and issuer is None:
+        raise ValueError("an https Kubernetes API checks tokens: give an issuer")
+    app = make_app(store, bookmark_interval=bookmark_interval, tick=tick, issuer=issuer)
     runner = web.AppRunner(app, shutdown_timeout=5.0, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    ssl_context = tls.server_context() if tls is not None else None
+    await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
     bound = runner.addresses[0][1]
-    return runner, f"http://{host}:{bound}"
+    return runner, f"{'https' if tls is not None else 'http'}://{host}:{bound}"

@@ -281,7 +281,7 @@ def clusters_update(inv: Inv) -> None:
 def clusters_get_credentials(inv: Inv) -> None:
     status("Fetching cluster endpoint and auth data.")
     creds = inv.call("clusters.credentials", project=inv.project(), location=inv.location(), name=inv.args[0])
-    merge_kubeconfig(creds["context"], creds["server"], creds["token"])
+    merge_kubeconfig(creds["context"], creds["server"], creds["token"], creds.get("ca") or "")
     status(f"kubeconfig entry generated for {inv.args[0]}.")
 
 
@@ -290,7 +290,7 @@ def kubeconfig_path() -> Path:
     return Path(first).expanduser() if first else Path.home() / ".kube" / "config"
 
 
-def merge_kubeconfig(context: str, server: str, token: str) -> Path:
+def merge_kubeconfig(context: str, server: str, token: str, ca_b64: str = "") -> Path:
     """Add or replace cluster, user and context `context` and make it current, keeping the rest."""
     import yaml
 
@@ -304,7 +304,8 @@ def merge_kubeconfig(context: str, server: str, token: str) -> Path:
     config.setdefault("apiVersion", "v1")
     config.setdefault("kind", "Config")
     config.setdefault("preferences", {})
-    entries = {"clusters": ("cluster", {"server": server}), "users": ("user", {"token": token}),
+    cluster = {"server": server, **({"certificate-authority-data": ca_b64} if ca_b64 else {})}
+    entries = {"clusters": ("cluster", cluster), "users": ("user", {"token": token}),
                "contexts": ("context", {"cluster": context, "user": context})}
     for section, (key, body) in entries.items():
         items = [e for e in (config.get(section) or []) if isinstance(e, dict) and e.get("name") != context]
