@@ -53,7 +53,8 @@ def test_missing_cluster_is_not_found_like_the_real_api(sandbox, clients) -> Non
         client.get_operation(name=f"projects/{PROJECT}/locations/{REGION}/operations/operation-1-deadbeef")
 
 
-def test_create_cluster_provisions_then_runs_with_its_node_pools(sandbox, clients) -> None:
+def test_create_cluster_provisions_then_runs_with_its_node_pools(make_sandbox, clients) -> None:
+    sandbox = make_sandbox(speed=600.0)  # control plane: 10 minutes = 1 s, time to see PROVISIONING
     client = clients.gke(sandbox)
     cluster = container_v1.Cluster(
         name=CLUSTER,
@@ -130,7 +131,8 @@ def test_set_addons_config_and_unsupported_updates(sandbox, clients) -> None:
     assert client.get_cluster(name=NAME).addons_config.ray_operator_config.enabled
 
 
-def test_delete_cluster_stops_then_is_gone(sandbox, clients) -> None:
+def test_delete_cluster_stops_then_is_gone(make_sandbox, clients) -> None:
+    sandbox = make_sandbox(speed=600.0)  # xpk_delete: 15 minutes = 1.5 s, time to see STOPPING
     client = clients.gke(sandbox)
     running_cluster(sandbox)
     op = client.delete_cluster(name=NAME)
