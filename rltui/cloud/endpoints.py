@@ -28,6 +28,9 @@ class Endpoints:
     grpc_target: str | None = None     # "127.0.0.1:PORT" (insecure); None: Google's hosts + ADC
     compute_url: str | None = None     # "http://127.0.0.1:PORT" (REST); None: compute.googleapis.com
     adc_file: Path | None = None       # an ADC JSON file; None: google.auth.default()
+    # REST base URLs by API name ("servicenetworking", "cloudresourcemanager", ...); absent:
+    # https://<name>.googleapis.com/
+    rest: Mapping[str, str] = field(default_factory=dict)
     tool_dirs: tuple[Path, ...] = ()   # put first on PATH for xpk and gcloud
     tool_env: Mapping[str, str] = field(default_factory=dict)  # e.g. a private KUBECONFIG
     default_project: str | None = None
@@ -51,6 +54,7 @@ class Endpoints:
             grpc_target=str(status["grpc"]),
             compute_url=status.get("compute"),
             adc_file=adc_file,
+            rest=dict(status.get("rest") or {}),
             tool_dirs=(Path(status["bin_dir"]),),
             # gcloud get-credentials writes here, never into the user's ~/.kube/config; the gcloud
             # config directory is the sandbox's own (xpk checks that one exists before it runs;
@@ -137,6 +141,10 @@ class Endpoints:
                                                                          scopes=list(scopes))
         creds, _ = google.auth.default(scopes=list(scopes))
         return creds
+
+    def api_url(self, name: str) -> str:
+        """The REST base URL of a Google API, ending in "/"."""
+        return self.rest.get(name) or f"https://{name}.googleapis.com/"
 
     def require_credentials(self) -> None:
         """Application Default Credentials must exist: one line with the fix if absent."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable
 
-from .endpoints import CALL_TIMEOUT_S, CLOUD_PLATFORM, Endpoints
+from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, classify, retry
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ Official clients where they exist (FACTS, "official clients that exist"): google
 (async gRPC) for the APIs; google-cloud-compute (REST only and sync: every call runs in a
 thread) for networks, subnetworks, global addresses and firewall rules. Absence is the
 client's NotFound or an empty list, never an error's wording. Service Networking has no
-client package: its peering stays on gcloud, asked with `list --format=json` (an empty list
-is the structured "none"), never `describe`, whose not-found is two lines of prose.
+client package (and gcloud 528 cannot be pointed at another host for it): its REST API is
+spoken directly (cloud/servicenetworking.py), and "no peering" is an empty connection list.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, Callable, Iterable
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, api_disabled, classify, retry
-from .tools import gcloud_json, run_tool, tool_error
 
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"
 # The consumer side of the peering as compute names it (networks.removePeering's `name`).
@@ -211,47 +210,28 @@ class NetworkAdapter:
         await self._wait(f"delete address {name}", lambda: self._compute("GlobalAddresses").delete(
             project=self.project, address=name, timeout=CALL_TIMEOUT_S), missing_ok=True)
 
-    # --- the peering (gcloud: no client package for Service Networking) ---
+    # --- the peering (Service Networking's REST API: no client package, no gcloud override) ---
 
-    def _p(self) -> str:
-        return f"--project={self.project}"
+    def _peerings(self) -> Any:
+        if "peerings" not in self._clients:
+            from .servicenetworking import ServiceNetworking
 
-    async def _run(self, args: list[str], on_line: Line | None = None,
-                   timeout_s: float = 600.0) -> None:
-        res = await run_tool(["gcloud", *args, self._p()], self.endpoints, on_line=on_line,
-                             timeout_s=timeout_s)
-        if not res.ok:
-            raise tool_error(res)
+            self._clients["peerings"] = ServiceNetworking(self.endpoints, self.project)
+        return self._clients["peerings"]
 
     async def peering(self, network: str) -> dict[str, Any] | None:
         """The Service Networking connection of `network`, or None (an empty list)."""
-        items = await gcloud_json(["services", "vpc-peerings", "list", f"--network={network}",
-                                   f"--service={SERVICE_NETWORKING}"], self.endpoints,
-                                  project=self.project) or []
-        return next((i for i in items if str(i.get("service", "")).endswith(SERVICE_NETWORKING)),
-                    None)
+        return await self._peerings().connection(network)
 
     async def connect_peering(self, network: str, ranges: list[str],
                               on_line: Line | None = None) -> None:
-        """`connect` when there is no connection, `update --force` when there is one with other
-        ranges (the codelab's `||`), decided from the list, not from connect's error text."""
-        common = [f"--service={SERVICE_NETWORKING}", f"--ranges={','.join(ranges)}",
-                  f"--network={network}"]
-        verb = ["update", *common, "--force"] if await self.peering(network) else ["connect", *common]
-        await self._run(["services", "vpc-peerings", *verb], on_line)
+        """`connect`, or `update --force` when a connection is there (the codelab's `||`)."""
+        await self._peerings().connect(network, ranges, on_line=on_line)
 
     async def delete_peering(self, network: str, on_line: Line | None = None) -> None:
-        """Service Networking's delete; it refuses while the producer (Lustre) still holds
-        resources, sometimes for minutes after the instance is gone: that refusal is transient.
-        Whether it is gone is read back from the list."""
-        res = await run_tool(["gcloud", "services", "vpc-peerings", "delete",
-                              f"--service={SERVICE_NETWORKING}", f"--network={network}",
-                              "--quiet", self._p()], self.endpoints, on_line=on_line,
-                             timeout_s=600.0)
-        if res.ok or await self.peering(network) is None:
-            return
-        err = tool_error(res)
-        raise CloudError(err.message, transient=True, code="PeeringInUse")
+        """Refused while the producer (Lustre) still holds it: CloudError code PeeringInUse,
+        transient; whether it is gone is read back from the list."""
+        await self._peerings().delete(network, on_line=on_line)
 
 
 class _Done:

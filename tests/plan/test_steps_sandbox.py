@@ -139,3 +139,14 @@ async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
     assert not [s for s in await ctx.network.subnetworks(ctx.cfg.region)
                 if s.name in names.subnets]
     assert any("state folder is missing" in line for line in lines), lines
+
+
+async def test_the_peering_goes_through_service_networkings_rest_api(built, sandbox_info):
+    """gcloud 528 cannot be pointed at another Service Networking host, so rltui speaks its REST
+    API (through the Endpoints value, as against Google): the sandbox's record shows it."""
+    import json
+
+    calls = json.loads(Path(sandbox_info["record"]).read_text())["calls"]
+    assert calls.get("servicenetworking:services.connections.create", 0) >= 1, calls
+    assert calls.get("servicenetworking:services.connections.list", 0) >= 1
+    assert calls.get("cloudresourcemanager:projects.get", 0) >= 1
