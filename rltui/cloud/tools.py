@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from .endpoints import Endpoints
 from .errors import CloudError
@@ -80,27 +79,3 @@ async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | Non
         raise CloudError(f"{argv[0]} {' '.join(argv[1:3])} did not finish within"
                          f" {timeout_s:.0f} s", transient=True, code="Timeout") from None
     return ToolResult(tuple(argv), proc.returncode or 0, "\n".join(out), "\n".join(err))
-
-
-async def gcloud_json(args: Sequence[str], endpoints: Endpoints, *, project: str,
-                      timeout_s: float = 120.0) -> Any:
-    """`gcloud ARGS --format=json`, parsed. Ask only questions whose answer is structured (a
-    `list`, where "none" is `[]`): gcloud words a missing resource differently per group and
-    over two lines (FACTS), so a failure here is a failure, never "absent"."""
-    res = await run_tool(["gcloud", *args, f"--project={project}", "--format=json"], endpoints,
-                         timeout_s=timeout_s)
-    if not res.ok:
-        raise tool_error(res)
-    try:
-        return json.loads(res.stdout or "null")
-    except ValueError:
-        raise CloudError(f"`gcloud {' '.join(args[:3])}` printed no JSON", transient=True,
-                         code="ToolOutput") from None
-
-
-def tool_error(res: ToolResult) -> CloudError:
-    line = res.error_line()
-    transient = any(w in line for w in ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL",
-                                        "DEADLINE_EXCEEDED", "try again", "429", "503"))
-    return CloudError(f"`{' '.join(res.argv[:4])}` failed: {line}", transient=transient,
-                      code="ToolFailed")

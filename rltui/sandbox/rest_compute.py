@@ -57,6 +57,7 @@ from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_util import CloudError, InvalidArgument, page
 from rltui.sandbox.record import Record
+from rltui.sandbox.rest_util import body_of
 from rltui.sandbox.world import (
     Address, Firewall, Network, Peering, Subnet, World,
 )
@@ -247,16 +248,6 @@ def _list(request: web.Request, kind: str, items: list[dict[str, Any]], self_lin
     return web.json_response(body)
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        data = await request.json()
-    except ValueError:
-        raise InvalidArgument("Invalid JSON payload received.") from None
-    if not isinstance(data, dict):
-        raise InvalidArgument("Invalid JSON payload received: the body must be a JSON object.")
-    return data
-
-
 # ---- the routes -------------------------------------------------------------------------------------------
 
 
@@ -301,7 +292,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         return _list(request, "compute#networkList", items, f"{BASE}/projects/{project}/global/networks")
 
     async def networks_insert(request: web.Request, project: str) -> web.Response:
-        body = await _body(request)
+        body = await body_of(request)
         name = str(body.get("name") or "")
         if "autoCreateSubnetworks" not in body:
             raise InvalidArgument("Invalid value for field 'resource.autoCreateSubnetworks': unset. The sandbox does "
@@ -319,7 +310,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
     async def networks_remove_peering(request: web.Request, project: str) -> web.Response:
         name = request.match_info["network"]
-        body = await _body(request)
+        body = await body_of(request)
         world.remove_peering(project, name, str(body.get("name") or ""))
         return op_response(project, world.start_compute_op(
             project, "removePeering", f"projects/{project}/global/networks/{name}", done=True))
@@ -354,7 +345,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
     async def subnets_insert(request: web.Request, project: str) -> web.Response:
         region = request.match_info["region"]
-        body = await _body(request)
+        body = await body_of(request)
         name = str(body.get("name") or "")
         world.create_subnet(project, region, name, network=_basename(body.get("network")),
                             ip_cidr_range=str(body.get("ipCidrRange") or ""))
@@ -383,7 +374,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         return _list(request, "compute#addressList", items, f"{BASE}/projects/{project}/global/addresses")
 
     async def addresses_insert(request: web.Request, project: str) -> web.Response:
-        body = await _body(request)
+        body = await body_of(request)
         addr_type = body.get("addressType") or "EXTERNAL"  # the API's default (discovery: addressType)
         if addr_type != "INTERNAL":
             raise InvalidArgument("the sandbox emulates INTERNAL global addresses only (VPC_PEERING ranges)")
@@ -410,7 +401,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         return _list(request, "compute#firewallList", items, f"{BASE}/projects/{project}/global/firewalls")
 
     async def firewalls_insert(request: web.Request, project: str) -> web.Response:
-        b = await _body(request)
+        b = await body_of(request)
         rule = Firewall(project, str(b.get("name") or ""), _basename(b.get("network") or "global/networks/default"),
                         direction=str(b.get("direction") or "INGRESS"), priority=int(b.get("priority", 1000)),
                         source_ranges=list(b.get("sourceRanges") or []),
