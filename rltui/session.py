@@ -164,7 +164,7 @@ class Session:
         # xpk 1.16.0 exits 1 ("Failed to find gcloud credential directory") without it
         # (xpk src/xpk/commands/cluster_gcluster.py check_gcloud_authenticated).
         config_dir = self.endpoints.xpk_gcloud_dir(env)
-        checks.append(Check("gcloud config folder (xpk needs it)", config_dir.is_dir(),
+        checks.append(Check("gcloud config (for xpk)", config_dir.is_dir(),
                             str(config_dir), "" if config_dir.is_dir() else
                             "gcloud auth application-default login (it creates the folder)"))
         if self.cfg is not None:
@@ -172,7 +172,9 @@ class Session:
                 from .script import APIS
 
                 missing = set(APIS) - await self.context().network.enabled_apis()
-                checks.append(Check("APIs enabled", not missing, ", ".join(sorted(missing)) or "all four",
+                short = sorted(api.removesuffix(".googleapis.com") for api in missing)
+                checks.append(Check("APIs enabled", not missing,
+                                    ("off: " + ", ".join(short)) if short else "all four",
                                     "the Provision screen enables them" if missing else ""))
             except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
                 checks.append(Check("project reachable", False, str(exc)[:200],
