@@ -32,6 +32,9 @@ def endpoints_for(sandbox: bool) -> Any:
     from .sandbox import manage
 
     status = manage.read_status() or manage.start()
+    if "tool_env" not in status.info:
+        raise manage.SandboxError("the running sandbox was started by an older rltui: restart it "
+                                  "(rltui sandbox stop && rltui sandbox start)")
     return Endpoints.sandbox(status.info)
 
 

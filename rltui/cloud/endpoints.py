@@ -2,7 +2,8 @@
 
 Real: Google's hosts with Application Default Credentials. Sandbox: `127.0.0.1` ports with
 insecure channels (gRPC) or plain http (compute's REST surface, anonymous credentials), an ADC
-file whose token endpoint is the sandbox's, and the fake xpk/gcloud first on PATH.
+file whose token endpoint is the sandbox's, the sandbox's xpk first on PATH, and an environment
+that points the real gcloud and kubectl at the sandbox.
 
 The Kubernetes client is built the same way in both: from the GKE cluster's `endpoint` and
 `master_auth.cluster_ca_certificate` (which the sandbox's World fills with its HTTPS address and
@@ -56,12 +57,10 @@ class Endpoints:
             adc_file=adc_file,
             rest=dict(status.get("rest") or {}),
             tool_dirs=(Path(status["bin_dir"]),),
-            # gcloud get-credentials writes here, never into the user's ~/.kube/config; the gcloud
-            # config directory is the sandbox's own (xpk checks that one exists before it runs;
-            # `rltui sandbox start` makes it).
-            tool_env={"KUBECONFIG": str(root / "kubeconfig-gcloud"),
-                      "CLOUDSDK_CONFIG": str(status.get("gcloud_config") or root / "gcloud"),
-                      "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"},
+            # The real gcloud, kubectl and the sandbox's xpk reach the sandbox through this:
+            # endpoint overrides, a token file, a private gcloud config and KUBECONFIG (written by
+            # the daemon: rltui.sandbox.manage.tool_env), never the user's own.
+            tool_env=dict(status["tool_env"]),
             time_scale=1.0 / float(status.get("speed") or 60.0),
             downloads_models=False,  # the sandbox's GRPO demo trains a tiny local policy
         )

@@ -7,7 +7,7 @@
 - One aiohttp app on two loopback sites:
   - plain HTTP (status keys `kube_api`, `compute`): the Compute Engine REST API under
     /compute/v1/, the OAuth2 token endpoint POST /token (the `adc` file's token_uri), and under
-    /_sandbox/ the control routes behind the fake gcloud/xpk, `rltui sandbox preempt` and GET
+    /_sandbox/ the control routes behind the fake xpk, `rltui sandbox preempt` and GET
     /_sandbox/record (status key `record` is its file); of the Kubernetes paths only /version
     (the readiness probe);
   - HTTPS with the sandbox's own CA (status keys `kube_server`, `kube_ca`; the address every GKE
@@ -21,6 +21,10 @@
   servicenetworking, cloudresourcemanager) to the CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> URL.
 
 Projects start strict, as Google makes them: only the default-enabled APIs are on.
+- The private gcloud config (status key `gcloud_config`) has the sandbox's service account
+  signed in, by the real `gcloud auth activate-service-account --key-file=<adc>` (which fetches a
+  token from the token endpoint, so it runs once the sites answer): `gcloud auth list` shows an
+  ACTIVE account, as in Cloud Shell. API calls use the access-token file instead.
 - A toy KubeRay controller that starts a real Ray head when the head pod runs.
 
 It writes `daemon.json` (the endpoints) only once all of them answer; `rltui sandbox stop`
@@ -44,13 +48,36 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_private
-from .manage import ACCESS_TOKEN_FILE, CHILDREN_FILE, GCLOUD_CONFIG_DIR, GCLOUD_KUBECONFIG, STATUS_FILE
+from .manage import ACCESS_TOKEN_FILE, CHILDREN_FILE, GCLOUD_CONFIG_DIR, GCLOUD_KUBECONFIG, STATUS_FILE, tool_env
 
 log = logging.getLogger("rltui.sandbox")
 
 
 def _write_json(path: Path, data: Any) -> None:
     write_private(path, json.dumps(data, indent=2))
+
+
+async def _sign_in_gcloud(config_dir: Path, key_file: Path) -> None:
+    """`gcloud auth activate-service-account` into the sandbox's own gcloud config, if gcloud is
+    installed (without it xpk and rltui's preflight say so themselves)."""
+    import shutil
+
+    gcloud = shutil.which("gcloud")
+    if gcloud is None:
+        log.warning("no gcloud on PATH: the sandbox's gcloud config has no account signed in")
+        return
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(config_dir), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+           "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1", "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1"}
+    for name in [n for n in env if n.startswith(("CLOUDSDK_API_ENDPOINT_OVERRIDES_", "CLOUDSDK_AUTH_",
+                                                 "CLOUDSDK_PROXY_"))]:
+        del env[name]
+    proc = await asyncio.create_subprocess_exec(
+        gcloud, "auth", "activate-service-account", f"--key-file={key_file}", env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        log.warning("gcloud auth activate-service-account failed (%s): %s", proc.returncode,
+                    out.decode(errors="replace").strip().splitlines()[-1:])
 
 
 def _loopback_socket() -> socket.socket:
@@ -180,7 +207,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
                                    bin_dir=bin_dir, on_children=on_children)
     app = make_app(store, issuer=issuer)
     add_token_route(app, issuer)
-    add_control_routes(app, world, faults, kube_server, SANDBOX_TOKEN)
+    add_control_routes(app, world, faults)
     add_preempt_route(app, controller)
     add_compute_routes(app, world, record=record, faults=faults)
     record.add_route(app)
@@ -195,6 +222,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         rest_runners.append(rest_runner)
         rest_urls[key] = rest_url + "/"
     await controller.start()
+    (root / GCLOUD_CONFIG_DIR).mkdir(exist_ok=True)
+    await _sign_in_gcloud(root / GCLOUD_CONFIG_DIR, adc)
 
     status.update({
         "pid": os.getpid(),
@@ -207,7 +236,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "kubeconfig": str(kubeconfig),  # https + CA + SANDBOX_TOKEN, for kubectl users
         "kube_server": kube_server,      # the GKE clusters' endpoint, as https://
         "kube_ca": str(tls.ca_file),     # the CA their master_auth.cluster_ca_certificate holds
-        "adc": str(adc),                 # authorized_user ADC refreshing at <kube_api>/token
+        "adc": str(adc),                 # a service_account ADC refreshing at <kube_api>/token
         "ray_dashboard": None,
         "lustre_root": str(root / "cloud" / "lustre"),
         "bin_dir": str(bin_dir),
@@ -225,6 +254,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "profile": str(profile_path) if profile_path else "reference",
         "started_at": started,
     })
+    status["tool_env"] = tool_env(status)
     write_status()
     log.info("sandbox ready: gRPC 127.0.0.1:%s, Kubernetes %s (%.2f s)", grpc_port, kube_server,
              time.time() - started)

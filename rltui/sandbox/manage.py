@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 STATUS_FILE = "daemon.json"
 CHILDREN_FILE = "children.json"
@@ -219,14 +219,14 @@ def stop(root: Path | None = None, grace: float = 15.0) -> list[int]:
     return daemon + [p for p in swept if p not in daemon]
 
 
-def gcloud_env(status: Status) -> dict[str, str]:
+def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
     """The environment that points the REAL gcloud (and kubectl, through the kubeconfig
     `gcloud container clusters get-credentials` writes) at this sandbox without touching the
     user's own gcloud or kube config: the endpoint overrides (FACTS.md, "the real gcloud on these
     machines": COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
     a private CLOUDSDK_CONFIG and KUBECONFIG, no prompts, no update check or usage reporting
-    (both would reach Google)."""
-    info = status.info
+    (both would reach Google). The daemon stores it as status key `tool_env`; rltui runs xpk,
+    gcloud and kubectl with it (Endpoints.sandbox), and `rltui sandbox env` prints it."""
     rest = info.get("rest")
     if not isinstance(rest, dict):
         raise SandboxError("this sandbox predates the REST APIs for gcloud: restart it "
@@ -243,6 +243,12 @@ def gcloud_env(status: Status) -> dict[str, str]:
         "KUBECONFIG": str(info.get("gcloud_kubeconfig") or root / GCLOUD_KUBECONFIG),
     })
     return env
+
+
+def gcloud_env(status: Status) -> dict[str, str]:
+    """The daemon's `tool_env` (see tool_env)."""
+    stored = status.info.get("tool_env")
+    return dict(stored) if isinstance(stored, dict) else tool_env(status.info)
 
 
 def env_lines(status: Status) -> list[str]:

@@ -1,6 +1,7 @@
-"""The sandbox's Kubernetes Engine REST API (container.googleapis.com v1), for the real
-`gcloud container`: clusters get/list/update/setAddons, nodePools list/get/update, operations
-get/list - over the same World clusters the gRPC ClusterManager (grpc_container.py) serves.
+"""The sandbox's Kubernetes Engine REST API (container.googleapis.com v1, and v1beta1 for `gcloud
+beta container`), for the real gcloud: clusters get/list/update/delete/setAddons, nodePools
+list/get/update, operations get/list, getServerConfig - over the same World clusters the gRPC
+ClusterManager (grpc_container.py) serves.
 
 Paths and bodies: the container.v1 discovery document shipped in google-api-python-client
 2.202.0 (`googleapiclient/discovery_cache/documents/container.v1.json`):
@@ -11,6 +12,10 @@ Paths and bodies: the container.v1 discovery document shipped in google-api-pyth
 - POST v1/projects/{p}/locations/{l}/clusters/{c}:setAddons  (body SetAddonsConfigRequest)
 - GET  .../clusters/{c}/nodePools[/{np}], PUT .../nodePools/{np} (nodeVersion, imageType)
 - GET  v1/projects/{p}/locations/{l}/operations[/{op}]
+- DELETE v1/projects/{p}/locations/{l}/clusters/{c}          (`gcloud beta container clusters delete`,
+       xpk 1.16.0's plain delete path, under v1beta1)
+- GET  v1/projects/{p}/locations/{l}/serverConfig            (`gcloud container get-server-config
+       --region`, which xpk 1.16.0 runs twice before every create)
 - the same under the deprecated v1/projects/{projectId}/zones/{zone}/... paths (clusters get,
   list, update; operations get), which older gcloud releases used.
 Bodies are the proto3 JSON mapping of container_v1 messages (camelCase; enums by name).
@@ -128,19 +133,33 @@ def container_app(world: World, *, record: Record | None = None, faults: Faults 
     async def ops_list(request: web.Request, m: dict[str, str]) -> Any:
         return {"operations": [proto_json(o) for o in world.list_cluster_operations(m["project"], m["location"])]}
 
-    for base, scope in ((LOC, "locations"), (ZONE, "zones")):
-        api.route("GET", base + "/clusters", f"{scope}.clusters.list", clusters_list)
-        api.route("GET", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.get", clusters_get)
-        api.route("PUT", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.update", clusters_update)
-        api.route("GET", base + "/operations", f"{scope}.operations.list", ops_list)
-        api.route("GET", base + "/operations/{operation}", f"{scope}.operations.get", ops_get)
-    api.route("POST", LOC + "/clusters/{cluster:[^/:]+}:setAddons", "locations.clusters.setAddons",
-              clusters_set_addons)
-    api.route("POST", ZONE + "/clusters/{cluster:[^/:]+}/addons", "zones.clusters.addons", clusters_set_addons)
-    api.route("GET", LOC + "/clusters/{cluster}/nodePools", "locations.clusters.nodePools.list", pools_list)
-    api.route("GET", LOC + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.get", pools_get)
-    api.route("PUT", LOC + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.update",
-              pools_update)
-    api.route("GET", ZONE + "/clusters/{cluster}/nodePools", "zones.clusters.nodePools.list", pools_list)
-    api.route("GET", ZONE + "/clusters/{cluster}/nodePools/{pool}", "zones.clusters.nodePools.get", pools_get)
+    async def clusters_delete(request: web.Request, m: dict[str, str]) -> Any:
+        return proto_json(world.delete_cluster(m["project"], m["location"], cluster_id(m)))
+
+    async def server_config(request: web.Request, m: dict[str, str]) -> Any:
+        return proto_json(world.server_config(m["project"], m["location"]))
+
+    # `gcloud beta container` speaks v1beta1 (a superset of v1's messages): the same handlers,
+    # v1's JSON (apitools leaves the beta-only fields unset).
+    for version in ("v1", "v1beta1"):
+        loc, zone = f"/{version}{LOC[3:]}", f"/{version}{ZONE[3:]}"
+        for base, scope in ((loc, "locations"), (zone, "zones")):
+            api.route("GET", base + "/clusters", f"{scope}.clusters.list", clusters_list)
+            api.route("GET", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.get", clusters_get)
+            api.route("PUT", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.update", clusters_update)
+            api.route("DELETE", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.delete", clusters_delete)
+            api.route("GET", base + "/operations", f"{scope}.operations.list", ops_list)
+            api.route("GET", base + "/operations/{operation}", f"{scope}.operations.get", ops_get)
+        api.route("GET", loc + "/serverConfig", "locations.getServerConfig", server_config)
+        api.route("GET", zone + "/serverconfig", "zones.getServerconfig", server_config)
+        api.route("POST", loc + "/clusters/{cluster:[^/:]+}:setAddons", "locations.clusters.setAddons",
+                  clusters_set_addons)
+        api.route("POST", zone + "/clusters/{cluster:[^/:]+}/addons", "zones.clusters.addons", clusters_set_addons)
+        api.route("GET", loc + "/clusters/{cluster}/nodePools", "locations.clusters.nodePools.list", pools_list)
+        api.route("GET", loc + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.get",
+                  pools_get)
+        api.route("PUT", loc + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.update",
+                  pools_update)
+        api.route("GET", zone + "/clusters/{cluster}/nodePools", "zones.clusters.nodePools.list", pools_list)
+        api.route("GET", zone + "/clusters/{cluster}/nodePools/{pool}", "zones.clusters.nodePools.get", pools_get)
     return api.app

@@ -25,6 +25,8 @@ from rltui.sandbox.world_model import _NETWORK_PATH, _copy, _Project, project_nu
 
 GKE_API = "https://container.googleapis.com/v1"
 GKE_VERSION = "1.33.5-gke.1201000"
+GKE_VERSIONS = ("1.34.1-gke.1829001", GKE_VERSION, "1.32.9-gke.1108000")
+GKE_CHANNEL_DEFAULTS = {"RAPID": GKE_VERSION, "REGULAR": "1.32.9-gke.1108000", "STABLE": "1.32.9-gke.1108000"}
 Status = container_v1.Cluster.Status
 OpType = container_v1.Operation.Type
 OpStatus = container_v1.Operation.Status
@@ -196,6 +198,12 @@ class GkeClusterMixin:
         c.subnetwork = c.subnetwork or c.network
         c.location, c.zone, c.endpoint, c.status = location, location, self.kube_endpoint, Status.PROVISIONING
         c.master_auth.cluster_ca_certificate = self.kube_ca_b64
+        # "Always present" (container v1 DNSEndpointConfig.endpoint, "Ex: uid.us-central1.gke.goog");
+        # user traffic over it only when asked for (allow_external_traffic, unset = off: Cluster
+        # Toolkit v1.94.0's gke-cluster defaults enable_external_dns_endpoint to false, and xpk
+        # 1.16.0 adds --enable-dns-access on its own GKE path only). Nothing resolves it here.
+        dns = c.control_plane_endpoints_config.dns_endpoint_config
+        dns.endpoint = f"gke-{uuid.uuid4().hex}-{project_number(project)}.{location}.gke.goog"
         c.self_link = f"{GKE_API}/projects/{project}/locations/{location}/clusters/{name}"
         c.create_time, c.id = _rfc3339(), uuid.uuid4().hex
         c.current_master_version = c.initial_cluster_version or GKE_VERSION
@@ -360,6 +368,21 @@ class GkeClusterMixin:
         for np in c.node_pools:
             self._emit("node_pool_deleted", project, location, cluster, node_pool=np.name)
         self._emit("cluster_deleted", project, location, cluster)
+
+    def server_config(self, project: str, location: str) -> container_v1.ServerConfig:
+        """projects.locations.getServerConfig: per release channel a default and the valid
+        versions. xpk 1.16.0 reads RAPID's (REGULAR with --gke-version) and refuses a default
+        that is not among the valid ones (core/gcloud_context.py). The version strings are the
+        sandbox's own, not today's GKE list."""
+        self._tick()
+        self._project(project)
+        channels = [container_v1.ServerConfig.ReleaseChannelConfig(
+            channel=container_v1.ReleaseChannel.Channel[name], default_version=default,
+            valid_versions=list(GKE_VERSIONS)) for name, default in GKE_CHANNEL_DEFAULTS.items()]
+        return container_v1.ServerConfig(default_cluster_version=GKE_CHANNEL_DEFAULTS["REGULAR"],
+                                         valid_master_versions=list(GKE_VERSIONS),
+                                         valid_node_versions=list(GKE_VERSIONS),
+                                         default_image_type="COS_CONTAINERD", channels=channels)
 
     def get_cluster_operation(self, project: str, location: str, operation: str) -> container_v1.Operation:
         self._tick()

@@ -70,6 +70,7 @@ class XpkMixin:
                                  device_type: str = "b200-8", spot: bool = True,
                                  default_pool_cpu_machine_type: str = "e2-standard-16",
                                  default_pool_cpu_num_nodes: int = 6, deployment: str = "",
+                                 gke_version: str = "",
                                  progress: Callable[[str], None] | None = None) -> container_v1.Cluster:
         """Networks at xpk_networks, control plane at xpk_control_plane, the GPU pool at
         xpk_node_pool, exit at xpk_done (minutes after start). Re-running skips what exists.
@@ -105,6 +106,7 @@ class XpkMixin:
         if f"{region}/{cluster}" not in p.clusters:
             spec = _xpk_cluster(cluster, zone, default_pool_cpu_machine_type, default_pool_cpu_num_nodes,
                                 deployment)
+            spec.initial_cluster_version = gke_version  # the blueprint's min_master_version
             self.create_cluster(project, region, spec, seconds=left(t_cp))
             say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creating...")
         await self._wait(lambda: self._cluster(project, region, cluster).status != Status.PROVISIONING)

@@ -37,7 +37,7 @@ class Cloud:
                            enabled_services=self.enabled_services)
         app = web.Application()
         add_compute_routes(app, self.world)
-        add_control_routes(app, self.world, None, "http://127.0.0.1:1", "token")
+        add_control_routes(app, self.world, None)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", 0).start()

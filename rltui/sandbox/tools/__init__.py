@@ -1,7 +1,7 @@
-"""Fake `gcloud` and `xpk` executables over the sandbox's control API (rltui.sandbox.control).
+"""The fake `xpk` executable's client of the sandbox's control API (rltui.sandbox.control).
 
-Standard library only, so each run starts fast: the tools parse argv, ask the sandbox daemon
-over HTTP and print what the real tools print. This module is their shared client.
+Standard library only, so each run starts fast. There is no fake gcloud: the fake xpk runs the
+real gcloud and kubectl (tools/xpk_gcloud.py), pointed at the sandbox by `rltui sandbox env`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 CONTROL_ENV = "RLTUI_SANDBOX_CONTROL"  # the control URL when run as `python -m ...`
-PROJECT_ENV = "RLTUI_SANDBOX_PROJECT"  # the sandbox's default project
-ACCOUNT = "sandbox-user@example.com"
 
 
 class ControlError(Exception):
@@ -69,46 +67,6 @@ def printer(stream: Any) -> Callable[[str, str], None]:
         stream.write(text + end)
         stream.flush()
     return say
-
-
-# ---- gcloud properties (what `gcloud config set` writes) -------------------------------------------
-
-
-def read_properties(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def write_properties(path: Path, props: dict[str, str]) -> None:
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(json.dumps(props, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def canonical_property(name: str) -> str:
-    """'project' -> 'core/project', as gcloud names its properties."""
-    return name if "/" in name else f"core/{name}"
-
-
-def property_value(name: str, path: Path | None) -> str | None:
-    """A property as gcloud resolves it: CLOUDSDK_* env, then the config, then the sandbox's default."""
-    name = canonical_property(name)
-    env = "CLOUDSDK_" + name.replace("/", "_").upper()
-    if os.environ.get(env):
-        return os.environ[env]
-    value = read_properties(path).get(name)
-    if value:
-        return value
-    if name == "core/project":
-        return os.environ.get(PROJECT_ENV) or None
-    if name == "core/account":
-        return ACCOUNT
-    return None
 
 
 def run(main: Callable[[], int]) -> None:

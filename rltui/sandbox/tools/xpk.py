@@ -36,9 +36,10 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
-from rltui.sandbox.tools import ControlError, call, control_url as resolve_url, property_value, run
+from rltui.sandbox.tools import ControlError, call, control_url as resolve_url, run
+from rltui.sandbox.tools import xpk_gcloud as xg
+from rltui.sandbox.tools.xpk_commands import XpkExit, relay, say, xpk_exit
 from rltui.sandbox.xpk_names import TOOLKIT_MACHINE_TYPES, prefix_path, unique_name
 from rltui.sandbox.xpk_names import zone_to_region as region_of
 
@@ -68,29 +69,6 @@ _CREATE_SWITCHES = (
 # parser/common.py add_shared_arguments: on every cluster command.
 _SHARED_BOOLEANS = ("--dependency-auto-download", "--dry-run", "--quiet", "--sandbox-kubeconfig",
                     "--skip-validation")
-
-
-def say(*parts: Any, end: str = "\n") -> None:
-    """xpk's utils/console.py xpk_print."""
-    sys.stdout.write("[XPK] ")
-    print(*parts, end=end)
-    sys.stdout.flush()
-
-
-def relay(text: str, end: str = "\n") -> None:
-    """gcluster's own output (Terraform's lines), printed as it streams."""
-    sys.stdout.write(text + end)
-    sys.stdout.flush()
-
-
-class _Exit(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-def xpk_exit(code: int) -> None:
-    raise _Exit(code)
 
 
 # ---- the parser ------------------------------------------------------------------------------------
@@ -216,23 +194,23 @@ def generate_blueprint(args: argparse.Namespace, project: str, zone: str) -> tup
 # ---- commands ---------------------------------------------------------------------------------------
 
 
-def _where(args: argparse.Namespace, properties: Path | None) -> tuple[str, str]:
-    project = args.project or property_value("project", properties)
-    zone = args.zone or property_value("compute/zone", properties)
-    if not project or not zone:
-        missing = "--project" if not project else "--zone"
-        raise ControlError("INVALID_ARGUMENT", f"{missing} is required (gcloud has no default for it)")
+def _where(args: argparse.Namespace) -> tuple[str, str]:
+    """add_zone_and_project: the flags, else gcloud's own config (the real gcloud's)."""
+    project = args.project or xg.config_value("project")
+    zone = args.zone or xg.config_value("compute/zone")
+    if not project:
+        raise SystemExit("You must specify the project in the project flag or set it with 'gcloud config set "
+                         "project <project>'")
+    if not zone:
+        raise SystemExit("You must specify the zone in the zone flag or set it with 'gcloud config set "
+                         "compute/zone <zone>'")
+    say(f"Working on {project} and {zone}")
     return project, zone
 
 
-def _task(task: str, command: str, dry_run: bool, live: bool = True) -> None:
-    """core/commands.py's announcement of a command."""
-    if dry_run:
-        say(f"Task: `{task}` is implemented by the following command not running since it is a dry run. \n{command}")
-    elif live:
-        say(f"Task: `{task}` is implemented by `{command}`. Streaming output and input live.")
-    else:
-        say(f"Task: `{task}` is implemented by `{command}`")
+def _gcluster_task(command: str) -> None:
+    """core/commands.py's announcement of a gcluster run (native_manager streams it live)."""
+    say(f"Task: `gcluster execution` is implemented by `{command}`. Streaming output and input live.")
 
 
 def _runner_init() -> None:
@@ -240,13 +218,21 @@ def _runner_init() -> None:
     say("gcluster dependency ensured.")
 
 
-def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) -> None:
+def _speed(url: str) -> float:
+    try:
+        return float(call(url, "info", {}).get("speed") or 1.0)
+    except ControlError:
+        return 1.0
+
+
+def cluster_create(args: argparse.Namespace, url: str) -> None:
+    xg.validate_dependencies(args.dry_run, args.skip_validation, ("KUBECTL", "GCLOUD"))
     say(f"Starting cluster create for cluster {args.cluster}:")
-    project, zone = _where(args, properties)
-    say(f"Working on {project} and {zone}")
+    project, zone = _where(args)
     if args.tpu_type or args.device_type not in TOOLKIT_MACHINE_TYPES:
         raise ControlError("INVALID_ARGUMENT", f"the sandbox emulates {', '.join(sorted(TOOLKIT_MACHINE_TYPES))} "
                            "only (xpk's Cluster Toolkit path): use --device-type=b200-8")
+    version = xg.gke_version(project, zone, args.gke_version, args.dry_run)
     region = region_of(zone)
     say(f"Creating the cluster using Cluster Toolkit. Machine Type: {TOOLKIT_MACHINE_TYPES[args.device_type]} ...")
     check_gcloud_authenticated()
@@ -258,11 +244,17 @@ def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) 
     deploy_cmd = f"gcluster deploy {work}/{prefix}/{deployment} --download-dependencies --auto-approve"
     if args.dry_run:
         say(f"Blueprint file: {path}")
-        _task(f"get-credentials-dns-endpoint to cluster {args.cluster}",
-              f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
-              f"--project={project} && kubectl config view && kubectl config set-context --current "
-              "--namespace=default", True)
-        xpk_exit(0)
+    else:
+        _deploy(args, url, project, zone, version, path, deps, deploy_cmd)
+    xpk_exit(xg.get_cluster_credentials(project, args.cluster, zone, args.dry_run))
+
+
+def _deploy(args: argparse.Namespace, url: str, project: str, zone: str, version: str, path: Path, deps: Path,
+            deploy_cmd: str) -> None:
+    """gcm.stage_files + gcm.deploy: gcluster's Terraform, as the sandbox reaches each milestone."""
+    region = region_of(zone)
+    prefix, deployment = prefix_path(project, region), unique_name(project, region, args.cluster)
+    work = gcluster_working_dir()
     say("Staging (sending) blueprint file to gcluster's working directory...")
     uploads = work / "uploads" / prefix
     uploads.mkdir(parents=True, exist_ok=True)
@@ -275,7 +267,7 @@ def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) 
     say(f"File path in gcluster's working directory: {staged}")
     say(f"Deploying blueprint from path {staged} ...")
     say("Creating deployment resources...")
-    _task("gcluster execution", f"gcluster create -o {work}/{prefix} {staged} -w --force", False)
+    _gcluster_task(f"gcluster create -o {work}/{prefix} {staged} -w --force")
     folder = work / prefix / deployment
     (folder / "primary").mkdir(parents=True, exist_ok=True)
     (folder / ".ghpc").mkdir(exist_ok=True)
@@ -283,11 +275,11 @@ def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) 
     say("Task: `gcluster execution` terminated with code `0`")
     say("Creating deployment resources completed.")
     say("Deploying resources...")
-    _task("gcluster execution", deploy_cmd, False)
+    _gcluster_task(deploy_cmd)
     try:
         call(url, "xpk.create", {
             "project": project, "zone": zone, "cluster": args.cluster, "num_nodes": args.num_nodes,
-            "device_type": args.device_type, "spot": args.spot, "deployment": deployment,
+            "device_type": args.device_type, "spot": args.spot, "deployment": deployment, "gke_version": version,
             "default_pool_cpu_machine_type": args.default_pool_cpu_machine_type,
             "default_pool_cpu_num_nodes": args.default_pool_cpu_num_nodes,
         }, relay)
@@ -301,18 +293,12 @@ def cluster_create(args: argparse.Namespace, url: str, properties: Path | None) 
     say("Task: `gcluster execution` terminated with code `0`")
     say("Deployment completed.")
     say("Deploying blueprint completed!")
-    _task(f"get-credentials-dns-endpoint to cluster {args.cluster}",
-          f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
-          f"--project={project} && kubectl config view && kubectl config set-context --current --namespace=default",
-          False, live=False)
-    say("Finished get-credentials and kubectl setup.")
-    xpk_exit(0)
 
 
-def cluster_delete(args: argparse.Namespace, url: str, properties: Path | None) -> None:
+def cluster_delete(args: argparse.Namespace, url: str) -> None:
+    xg.validate_dependencies(args.dry_run, args.skip_validation, ("GCLOUD",))
     say(f"Starting cluster delete for cluster: {args.cluster}")
-    project, zone = _where(args, properties)
-    say(f"Working on {project} and {zone}")
+    project, zone = _where(args)
     region = region_of(zone)
     prepare_directories()  # created_by_gcluster does this before looking
     if blueprint_file(project, region, args.cluster).exists():
@@ -326,10 +312,9 @@ def cluster_delete(args: argparse.Namespace, url: str, properties: Path | None) 
         if args.dry_run:
             say(f"executing command {destroy}")
         else:
-            _task("gcluster execution", destroy, False)
+            _gcluster_task(destroy)
             try:
-                call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
-                                         "delete_networks": True}, relay)
+                call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster}, relay)
             except ControlError as exc:
                 relay(exc.message)
                 say("Task: `gcluster execution` terminated with code `1`")
@@ -339,70 +324,41 @@ def cluster_delete(args: argparse.Namespace, url: str, properties: Path | None) 
         say(f"Destroying {deployment} completed!")
         xpk_exit(0)
     # The plain GKE path: no blueprint of this cluster in ./xpkclusters.
-    task = f"get-credentials to cluster {args.cluster}"
-    _task(task, f"gcloud container clusters get-credentials {args.cluster} --location={region} --dns-endpoint "
-          f"--project={project} && kubectl config view && kubectl config set-context --current --namespace=default",
-          args.dry_run, live=False)
-    if not args.dry_run:
-        try:
-            call(url, "clusters.describe", {"project": project, "location": region, "name": args.cluster})
-        except ControlError:
-            say(f"Task: `{task}` terminated with ERROR `1`, printing logs")
-            say(f"{task} returned ERROR 1")
-            xpk_exit(1)
-        say(f"Task: `{task}` succeeded.")
+    code = xg.set_cluster_command(project, args.cluster, zone, args.dry_run,
+                                  lambda: xg.RETRY_WAIT_S / _speed(url))
+    if code != 0:
+        xpk_exit(code)
     if not (args.force or args.quiet):
         say("Get the name of the workloads in the cluster.")
-    command = f"gcloud beta container clusters delete {args.cluster} --project={project} --location={region} --quiet"
-    if args.dry_run:
-        _task("Cluster Delete", command, True)
-    else:
-        say(f"Task: `Cluster Delete` is implemented by `{command}`, streaming output live.")
-        try:
-            call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
-                                     "delete_networks": False}, relay)
-        except ControlError as exc:
-            relay(f"ERROR: (gcloud.beta.container.clusters.delete) {exc.message}")
-            say("Task: `Cluster Delete` terminated with code `1`")
-            say("Cluster delete request returned ERROR 1")
-            xpk_exit(1)
-        say("Task: `Cluster Delete` terminated with code `0`")
-    _task("Get All Subnets", f'gcloud compute networks subnets list --filter=name~"{args.cluster}-{region}-sub-*" '
-          f"--project={project}", args.dry_run, live=False)
+    if xg.gke_cluster_delete(project, args.cluster, zone, args.dry_run) != 0:
+        xpk_exit(1)
     say(f"GKE commands done! Cluster {args.cluster} deleted.\n")
     xpk_exit(0)
 
 
-def cluster_list(args: argparse.Namespace, url: str, properties: Path | None) -> None:
-    project, zone = _where(args, properties)
+def cluster_list(args: argparse.Namespace, url: str) -> None:
+    xg.validate_dependencies(args.dry_run, args.skip_validation, ("GCLOUD",))
+    project, zone = _where(args)
     say(f"For project {project} and zone {zone}:")
-    clusters = call(url, "xpk.list", {"project": project, "zone": zone})
-    rows = [("NAME", "LOCATION", "STATUS")] + [(c["name"], c.get("location", ""), c.get("status", ""))
-                                               for c in clusters]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
-    xpk_exit(0)
+    xpk_exit(1 if xg.clusters_list(project, zone, args.dry_run) else 0)
 
 
-def main(argv: list[str] | None = None, control_url: str | None = None,
-         properties: Path | str | None = None) -> int:
+def main(argv: list[str] | None = None, control_url: str | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)  # exits 2 on usage errors
     say(f"Starting xpk v{XPK_VERSION}")
     try:
         if args.command == "version":
             say("xpk_version:", XPK_VERSION)
         else:
-            props = Path(properties) if properties else None
             actions = {"create": cluster_create, "delete": cluster_delete, "list": cluster_list}
             try:
-                actions[args.subcommand](args, resolve_url(control_url), props)
+                actions[args.subcommand](args, resolve_url(control_url))
             except ControlError as exc:
                 say(f"{exc.code}: {exc.message}")
                 xpk_exit(1)
         say("XPK Done.")
         return 0
-    except _Exit as done:
+    except XpkExit as done:
         if done.code == 0:
             say("Exiting XPK cleanly")
         else:
