@@ -19,6 +19,11 @@
   Kubernetes Engine, Service Usage, Service Networking and Cloud Resource Manager (rest_*.py);
   status key `rest` maps gcloud's API names (compute, lustre, container, serviceusage,
   servicenetworking, cloudresourcemanager) to the CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> URL.
+- A loopback HTTP proxy (proxy.py, status key `proxy`, gcloud's CLOUDSDK_PROXY_ADDRESS:PORT): it
+  forwards absolute-form requests to the sandbox's own HTTP ports and terminates
+  `CONNECT <api>.googleapis.com:443` for the APIs of `rest` with a certificate of the sandbox CA
+  (so `gcloud services vpc-peerings`, which has no endpoint override, reaches Service
+  Networking); any other target is refused 403, nothing leaves the machine.
 
 Projects start strict, as Google makes them: only the default-enabled APIs are on.
 - The private gcloud config (status key `gcloud_config`) has the sandbox's service account
@@ -106,7 +111,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .kube.api import make_app
     from .kube.auth import TokenIssuer, add_token_route, write_adc
     from .kube.kubeconfig import SANDBOX_TOKEN, write_kubeconfig
-    from .kube.tls import ensure_tls
+    from .kube.tls import ensure_tls, googleapis_context
+    from .proxy import host_table, start_proxy
     from .kube.store import KubeStore
     from .kuberay import KubeRayController, add_preempt_route
     from .control import add_control_routes
@@ -221,6 +227,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         rest_runner, rest_url = await serve_on_loopback(make(world, record=record, faults=faults))
         rest_runners.append(rest_runner)
         rest_urls[key] = rest_url + "/"
+    # For the APIs gcloud cannot be pointed at (proxy.py says why): only the sandbox's own ports.
+    hosts = host_table(rest_urls)
+    proxy = await start_proxy({sock.getsockname()[1], *hosts.values()}, hosts,
+                              googleapis_context(root / "tls", hosts))
     await controller.start()
     (root / GCLOUD_CONFIG_DIR).mkdir(exist_ok=True)
     await _sign_in_gcloud(root / GCLOUD_CONFIG_DIR, adc)
@@ -232,6 +242,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "compute": kube_url,  # the Compute REST API shares the HTTP app: <compute>/compute/v1/...
         # gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> values (`rltui sandbox env` prints them).
         "rest": rest_urls,
+        # gcloud's CLOUDSDK_PROXY_ADDRESS:PORT: Service Networking goes through it (proxy.py).
+        "proxy": f"127.0.0.1:{proxy.port}",
         "record": str(root / RECORD_FILE),
         "kubeconfig": str(kubeconfig),  # https + CA + SANDBOX_TOKEN, for kubectl users
         "kube_server": kube_server,      # the GKE clusters' endpoint, as https://
@@ -274,6 +286,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     meter_task.cancel()
     await asyncio.gather(meter_task, return_exceptions=True)
     meter.close()
+    await proxy.close()
     for rest_runner in rest_runners:
         await rest_runner.cleanup()
     await runner.cleanup()

@@ -225,8 +225,13 @@ def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
     user's own gcloud or kube config: the endpoint overrides (FACTS.md, "the real gcloud on these
     machines": COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
     a private CLOUDSDK_CONFIG and KUBECONFIG, no prompts, no update check or usage reporting
-    (both would reach Google). The daemon stores it as status key `tool_env`; rltui runs xpk,
-    gcloud and kubectl with it (Endpoints.sandbox), and `rltui sandbox env` prints it."""
+    (both would reach Google). When the daemon runs its proxy (status key `proxy`), gcloud is sent
+    through it (CLOUDSDK_PROXY_*) trusting the sandbox CA (CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE):
+    that is how `gcloud services vpc-peerings`, for which SDK 528 has no override, reaches the
+    sandbox's Service Networking; the overridden APIs then travel through the proxy as well
+    (gcloud ignores NO_PROXY), which forwards them to their ports unchanged. The daemon stores
+    this as status key `tool_env`; rltui runs xpk, gcloud and kubectl with it
+    (Endpoints.sandbox), and `rltui sandbox env` prints it."""
     rest = info.get("rest")
     if not isinstance(rest, dict):
         raise SandboxError("this sandbox predates the REST APIs for gcloud: restart it "
@@ -242,6 +247,11 @@ def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
         "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "1",
         "KUBECONFIG": str(info.get("gcloud_kubeconfig") or root / GCLOUD_KUBECONFIG),
     })
+    if info.get("proxy"):
+        address, _, port = str(info["proxy"]).rpartition(":")
+        env.update({"CLOUDSDK_PROXY_TYPE": "http", "CLOUDSDK_PROXY_ADDRESS": address,
+                    "CLOUDSDK_PROXY_PORT": port,
+                    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE": str(info["kube_ca"])})
     return env
 
 

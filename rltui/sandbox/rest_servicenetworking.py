@@ -104,7 +104,9 @@ def servicenetworking_app(world: World, *, record: Record | None = None,
             raise InvalidArgument("network is required: projects/{project}/global/networks/{network}")
         project, network = network_of(request.query["network"])
         world.get_network(project, network)
-        peerings = [p for p in world.list_peerings(project, network) if p.service == service_of(m)]
+        # "services/-" lists every peering service (servicenetworking v1 discovery document,
+        # services.connections.list); gcloud sends it when --service is left out.
+        peerings = [p for p in world.list_peerings(project, network) if service_of(m) in ("-", p.service)]
         return {"connections": [connection_json(p) for p in peerings]}
 
     async def patch(request: web.Request, m: dict[str, str]) -> Any:

@@ -2,9 +2,11 @@
 (manage.gcloud_env): the codelab's gcloud commands against the REST surfaces (rest_*.py).
 
 Each gcloud call costs ~0.5 s of CPU: one module-scoped daemon, a few dozen calls in all.
-Service Networking is driven over HTTP directly: SDK 528 has no
-api_endpoint_overrides/servicenetworking property, so `gcloud services vpc-peerings` cannot be
-pointed at the sandbox (test_gcloud_has_no_servicenetworking_override pins that finding).
+The env also sends gcloud through the daemon's loopback proxy (proxy.py), so every call here
+travels through it to the overridden ports. SDK 528 has no api_endpoint_overrides/servicenetworking
+property (test_gcloud_has_no_servicenetworking_override pins that finding): `gcloud services
+vpc-peerings` reaches the sandbox only through that proxy's CONNECT, tested in
+test_vpc_peerings.py; here Service Networking is driven over HTTP directly.
 """
 
 from __future__ import annotations

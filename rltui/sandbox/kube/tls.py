@@ -6,7 +6,9 @@ Made once per folder with `cryptography` (EC P-256: fast to generate), kept ther
   `master_auth.cluster_ca_certificate` (base64 of this PEM) and a kubeconfig carries as
   `certificate-authority-data`;
 - `server.pem` / `server.key`: signed by that CA for 127.0.0.1 and localhost (SANs), served by
-  the Kubernetes API's HTTPS site. Re-issued (same CA) when it nears its end.
+  the Kubernetes API's HTTPS site. Re-issued (same CA) when it nears its end;
+- `googleapis.pem` / `googleapis.key`: signed by that CA for the `<api>.googleapis.com` names the
+  sandbox's proxy terminates TLS for (googleapis_context, proxy.py), re-issued likewise.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def _make_ca(folder: Path) -> None:
     (folder / "ca.pem").chmod(0o644)  # a certificate: public
 
 
-def _make_server(folder: Path) -> None:
+def _make_leaf(folder: Path, stem: str, cn: str, sans: list) -> None:
+    """`<stem>.pem` / `<stem>.key`: a TLS server certificate for `sans`, signed by the CA."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -114,13 +117,11 @@ def _make_server(folder: Path) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
     cert = (x509.CertificateBuilder()
-            .subject_name(_name("kube-apiserver")).issuer_name(ca.subject)
+            .subject_name(_name(cn)).issuer_name(ca.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=SERVER_DAYS))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-                critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False,
                                          key_cert_sign=False, crl_sign=False, content_commitment=False,
@@ -131,8 +132,15 @@ def _make_server(folder: Path) -> None:
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
-    write_private(folder / "server.key", _pem_key(key))
-    write_private(folder / "server.pem", cert.public_bytes(serialization.Encoding.PEM))
+    write_private(folder / f"{stem}.key", _pem_key(key))
+    write_private(folder / f"{stem}.pem", cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _make_server(folder: Path) -> None:
+    from cryptography import x509
+
+    _make_leaf(folder, "server", "kube-apiserver",
+               [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")])
 
 
 def _ends_soon(path: Path, days: int) -> bool:
@@ -156,3 +164,38 @@ def ensure_tls(folder: Path) -> SandboxTLS:
     if made_ca or not (folder / "server.key").exists() or _ends_soon(folder / "server.pem", RENEW_DAYS):
         _make_server(folder)
     return SandboxTLS(folder)
+
+
+def _leaf_is_current(folder: Path, stem: str, names: set[str]) -> bool:
+    """Made by this folder's CA, for exactly `names`, and not near its end."""
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        cert = x509.load_pem_x509_certificate((folder / f"{stem}.pem").read_bytes())
+        ca = x509.load_pem_x509_certificate((folder / "ca.pem").read_bytes())
+        cert.verify_directly_issued_by(ca)  # a remade CA orphans the old leaf
+        sans = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                   .value.get_values_for_type(x509.DNSName))
+    except (FileNotFoundError, ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
+        return False
+    return sans == names and (folder / f"{stem}.key").exists() and \
+        cert.not_valid_after_utc - _now() >= dt.timedelta(days=RENEW_DAYS)
+
+
+def googleapis_context(folder: Path, hosts: list[str] | set[str]) -> ssl.SSLContext:
+    """A server context for the proxy's intercepted `<api>.googleapis.com` names (proxy.py):
+    `googleapis.pem` / `googleapis.key`, signed by the sandbox CA, one DNS SAN per host (an
+    explicit list rather than `*.googleapis.com`: no client's wildcard rules to rely on). Made
+    when missing, near its end, for other names, or from an older CA; call after ensure_tls."""
+    folder, names = Path(folder), set(hosts)
+    if not _leaf_is_current(folder, "googleapis", names):
+        from cryptography import x509
+
+        _make_leaf(folder, "googleapis", "googleapis.com (rltui sandbox)",
+                   [x509.DNSName(n) for n in sorted(names)])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_alpn_protocols(["http/1.1"])  # the upstreams speak HTTP/1.1 only
+    ctx.load_cert_chain(folder / "googleapis.pem", folder / "googleapis.key")
+    return ctx
