@@ -6,9 +6,9 @@ enforced here, and the code that enforces it cites the row's own sources:
 
 | FACTS row | enforced in | sources cited there |
 |---|---|---|
-| gcloud, a missing resource | tools/gcloud.py (two-line `Could not fetch resource:`) | FACTS; kubernetes-the-hard-way 327, 684 |
+| gcloud, a missing resource | rest_compute.py (Google's 404 error JSON; the real gcloud prints its two lines itself, tests/gcloud) | FACTS; kubernetes-the-hard-way 327, 684 |
 | xpk state on the Cluster Toolkit path | tools/xpk.py, xpk_names.py, world_xpk.py | xpk 1.16.0 commands/cluster_gcluster.py, core/blueprint/blueprint_generator.py |
-| xpk version | tools/xpk.py; flags in tests/data/xpk_1.16.0_flags.json | xpk 1.16.0 parser/ |
+| xpk version | tools/xpk.py; flags in tests/data/xpk_1.16.0_flags.json; its gcloud/kubectl calls, run for real: tools/xpk_gcloud.py, xpk_commands.py | xpk 1.16.0 parser/, core/commands.py, core/gcloud_context.py, core/cluster.py |
 | Lustre CSI port | nodes.py (per-node LNet port), kuberay.py (the mount) | google-cloud-lustre 0.4.3, google-cloud-container 2.67.0 docstrings; lustre-csi-driver docs/troubleshooting.md |
 | enabling the Lustre CSI driver on a running cluster | nodes.py, world_gke_pools.py (UpdateNodePool recreation) | xpk core/cluster.py, core/nodepool.py |
 | Lustre metrics | grpc_monitoring.py, lustre_meter.py | docs.cloud.google.com/monitoring/api/metrics_gcp_i_o; managed-lustre/docs/monitoring |
@@ -18,7 +18,7 @@ enforced here, and the code that enforces it cites the row's own sources:
 | Lustre create failing late | world_lustre.py (quota, `lustre:create-late` fault) | lustre_v1 Instance.State and LRO docstrings; cluster-toolkit 5290 |
 | REST shapes offline | rest_compute.py (compute.v1 discovery document, Google's error JSON) | google-api-python-client 2.202.0 discovery_cache |
 | official clients that exist | grpc_serviceusage.py, world_services.py, rest_compute.py | google-cloud-service-usage 1.18.0, google-cloud-compute 1.57 |
-| the real gcloud on these machines | rest_util.py, rest_lustre.py, rest_container.py, rest_serviceusage.py, rest_servicenetworking.py, rest_resourcemanager.py; manage.gcloud_env (`rltui sandbox env`) | FACTS; discovery documents in google-api-python-client 2.202.0; lustre_v1 rest_base.py |
+| the real gcloud on these machines | rest_util.py, rest_lustre.py, rest_container.py, rest_serviceusage.py, rest_servicenetworking.py, rest_resourcemanager.py; proxy.py (Service Networking, which SDK 528 cannot override); manage.tool_env (`rltui sandbox env`) | FACTS; gcloud 528 apis_internal.py; discovery documents in google-api-python-client 2.202.0; lustre_v1 rest_base.py |
 
 The sandbox keeps its own copy of every rule it enforces (rules.py: Lustre tiers, name
 formats) and imports nothing from rltui outside rltui/sandbox but plumbing (atomic writes,

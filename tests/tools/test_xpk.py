@@ -1,8 +1,10 @@
 """The fake xpk as 1.16.0 is: its flags (tests/data/xpk_1.16.0_flags.json), its console lines,
 Terraform's milestones in the profile's order, the Toolkit state layout under ./xpkclusters
-(blueprints/<project>-<region>/<cluster>-<h5>.yaml, gcluster-out/), delete that takes the plain
-GKE path and strands the networks without that blueprint, the gcloud credential directory check,
-a GPU quota failure left in the GKE operation, faults that kill it half way, and a killed xpk."""
+(blueprints/<project>-<region>/<cluster>-<h5>.yaml, gcluster-out/), the real gcloud and kubectl
+calls it makes (tools/xpk_gcloud.py: get-credentials falls back from the DNS endpoint a Toolkit
+cluster keeps closed; the plain delete path cannot, so without the blueprint it fails), the gcloud
+credential directory check, a GPU quota failure left in the GKE operation, faults that kill it
+half way, and a killed xpk."""
 
 from __future__ import annotations
 
@@ -150,19 +152,22 @@ def test_dry_run_writes_the_blueprint_and_runs_nothing(box, tmp_path: Path) -> N
     assert box.call(box.world.list_clusters, box.project) == [] and xpk_networks(box, "c1") == set()
 
 
-def test_without_a_gcloud_credential_directory_xpk_refuses(box, tmp_path: Path) -> None:
+def test_without_a_gcloud_config_directory_xpk_refuses_unless_gcloud_made_one(box, tmp_path: Path) -> None:
     home = tmp_path / "fresh-home"
     home.mkdir()
-    result = box.tool(*create_argv(box, "c1"), cwd=tmp_path, env=box.env(HOME=str(home)))
+    env = box.env(HOME=str(home))
+    del env["CLOUDSDK_CONFIG"]  # real xpk checks ~/.config/gcloud
+    # A dry run: any real gcloud call (validation, get-server-config) would make the folder first.
+    result = box.tool(*create_argv(box, "c1"), "--dry-run", cwd=tmp_path, env=env)
     assert result.returncode == 1
     assert f"[XPK] Failed to find gcloud credential directory. {home}/.config/gcloud " in result.stdout
     assert result.stdout.endswith("[XPK] XPK failed, error code 1\n")
     assert box.call(box.world.list_clusters, box.project) == []
-    # CLOUDSDK_CONFIG names the directory instead (the sandbox keeps its own there).
-    config = tmp_path / "sandbox-gcloud"
-    config.mkdir()
-    ok = box.tool(*create_argv(box, "c1"), "--dry-run", cwd=tmp_path,
-                  env=box.env(HOME=str(home), CLOUDSDK_CONFIG=str(config)))
+    # The real `gcloud version` (xpk's validation) makes ~/.config/gcloud: then the check passes.
+    listed = box.tool("xpk", "cluster", "list", f"--project={box.project}", f"--zone={ZONE}", cwd=tmp_path, env=env)
+    assert "[XPK] Task: `Validate GCLOUD installation.` is implemented by `gcloud version`" in listed.stdout
+    assert (home / ".config" / "gcloud").is_dir()
+    ok = box.tool(*create_argv(box, "c1"), "--dry-run", cwd=tmp_path, env=env)
     assert ok.returncode == 0, ok.stdout
 
 
@@ -182,43 +187,60 @@ def test_a_node_pool_over_gpu_quota_fails_xpk_and_stays_in_the_operation(box, tm
 # ---- delete ------------------------------------------------------------------------------------------
 
 
-def test_delete_without_the_blueprint_takes_the_plain_path_and_strands_the_networks(box, tmp_path: Path) -> None:
+def test_delete_without_the_blueprint_fails_at_credentials_on_a_toolkit_cluster(box, tmp_path: Path) -> None:
+    """The plain path asks gcloud for the DNS endpoint only (commands/common.py), which a Toolkit
+    cluster keeps closed to user traffic: five tries, then xpk gives up and nothing is deleted."""
     made_in, elsewhere = tmp_path / "made-in", tmp_path / "elsewhere"
     made_in.mkdir()
     elsewhere.mkdir()
-    assert box.tool(*create_argv(box, "c2"), cwd=made_in).returncode == 0
-
-    # While GKE upgrades the master (as it does right after a create), the plain path's gcloud
-    # delete is refused: no retry there. The upgrade is held for 30 s: at speed 6000 the real
-    # one is over in 0.08 s, before a loaded machine starts xpk.
-    box.run(box.world.wait_cluster_idle(box.project, REGION, "c2"))
-    upgrade = box.call(box.world.start_gke_upgrade, box.project, REGION, "c2", seconds=30)
-    busy = box.tool(*delete_argv(box, "c2"), cwd=elsewhere)
-    assert busy.returncode == 1, busy.stdout
-    assert "is currently upgrading cluster c2. Please wait and try again once it is done." in busy.stdout
-    assert "[XPK] Cluster delete request returned ERROR 1" in busy.stdout
-    box.call(box.world._on_gke_upgraded, box.project, REGION, "c2", upgrade.name)  # end it now
-    box.run(box.world.wait_cluster_idle(box.project, REGION, "c2"))
+    created = box.tool(*create_argv(box, "c2"), cwd=made_in)
+    assert created.returncode == 0, created.stdout
+    # Create fell back from the DNS endpoint to the IP one (core/cluster.py get_cluster_credentials).
+    assert "[XPK] Detected error. Retrying without --dns-endpoint flag..." in created.stdout
+    assert "[XPK] Finished get-credentials and kubectl setup." in created.stdout
 
     stray = box.tool(*delete_argv(box, "c2"), cwd=elsewhere)
-    assert stray.returncode == 0, stray.stdout
-    assert "Deleting c2 cluster using Cluster Toolkit" not in stray.stdout
-    assert f"gcloud beta container clusters delete c2 --project={box.project} --location={REGION} --quiet" \
+    assert stray.returncode == 1, stray.stdout
+    assert "controlPlaneEndpointsConfig.dnsEndpointConfig.allowExternalTraffic is disabled for cluster c2" \
         in stray.stdout
-    assert "[XPK] GKE commands done! Cluster c2 deleted." in stray.stdout
-    assert pools(box, "c2") == [] and not box.call(box.world.list_clusters, box.project, REGION)
+    assert "[XPK] Try 5: get-credentials to cluster c2" in stray.stdout
+    assert "[XPK] get-credentials to cluster c2 returned ERROR 1" in stray.stdout
+    assert pools(box, "c2") == ["system", gpu_pool("c2")]
     assert xpk_networks(box, "c2") == {"c2-net-0", "c2-net-1", "c2-rdma-net"}
-    assert {f.name for f in box.call(box.world.list_firewalls, box.project)
-            if f.created_by == "xpk"} == {"c2-internal-0", "c2-internal-1"}
 
     home = box.tool(*delete_argv(box, "c2"), cwd=made_in)
     assert home.returncode == 0, home.stdout
     assert "[XPK] Deleting c2 cluster using Cluster Toolkit..." in home.stdout
     assert f"[XPK] Destroying c2-{H5['c2']} completed!" in home.stdout
-    assert xpk_networks(box, "c2") == set()
+    assert xpk_networks(box, "c2") == set() and not box.call(box.world.list_clusters, box.project, REGION)
     assert [f for f in box.call(box.world.list_firewalls, box.project) if f.created_by == "xpk"] == []
     # xpk never removes its blueprint.
     assert (made_in / "xpkclusters" / "blueprints" / f"{box.project}-{REGION}" / f"c2-{H5['c2']}.yaml").is_file()
+
+
+def test_plain_path_deletes_a_cluster_whose_dns_endpoint_is_open(box, tmp_path: Path) -> None:
+    """A cluster made with --enable-dns-access (xpk's own GKE path): the real `gcloud beta container
+    clusters delete`, refused while GKE upgrades the master (no retry there), then done."""
+    spec = container_v1.Cluster(name="g1", initial_node_count=1, network="default")
+    spec.control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic = True
+    box.call(box.world.create_cluster, box.project, REGION, spec)
+    box.run(box.world.wait_cluster_idle(box.project, REGION, "g1"))
+    # Held for 30 s: at speed 6000 a real one is over before a loaded machine starts xpk.
+    upgrade = box.call(box.world.start_gke_upgrade, box.project, REGION, "g1", seconds=30)
+    busy = box.tool(*delete_argv(box, "g1"), cwd=tmp_path)
+    assert busy.returncode == 1, busy.stdout
+    # gcloud's own error, on the terminal's stderr (xpk streams the command live).
+    assert "is currently upgrading cluster g1. Please wait and try again once it is done." in busy.stderr
+    assert "[XPK] Cluster delete request returned ERROR 1" in busy.stdout
+    box.call(box.world._on_gke_upgraded, box.project, REGION, "g1", upgrade.name)  # end it now
+    box.run(box.world.wait_cluster_idle(box.project, REGION, "g1"))
+
+    done = box.tool(*delete_argv(box, "g1"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert f"gcloud beta container clusters delete g1 --project={box.project} --location={REGION} --quiet" \
+        in done.stdout
+    assert "[XPK] GKE commands done! Cluster g1 deleted." in done.stdout
+    assert not box.call(box.world.list_clusters, box.project, REGION)
 
 
 def test_plain_path_delete_of_a_missing_cluster_fails(box, tmp_path: Path) -> None:
@@ -229,11 +251,8 @@ def test_plain_path_delete_of_a_missing_cluster_fails(box, tmp_path: Path) -> No
 
 def test_delete_fails_while_a_peering_holds_the_network(box, tmp_path: Path) -> None:
     assert box.tool(*create_argv(box, "c3"), cwd=tmp_path).returncode == 0
-    p = f"--project={box.project}"
-    assert box.tool("gcloud", "compute", "addresses", "create", "r3", "--global", "--purpose=VPC_PEERING",
-                    "--prefix-length=24", "--network=c3-net-0", p).returncode == 0
-    assert box.tool("gcloud", "services", "vpc-peerings", "connect", "--service=servicenetworking.googleapis.com",
-                    "--ranges=r3", "--network=c3-net-0", p).returncode == 0
+    box.run(box.world.create_address(box.project, "r3", network="c3-net-0", prefix_length=24))
+    box.run(box.world.connect_peering(box.project, "c3-net-0", ["r3"]))
     result = box.tool(*delete_argv(box, "c3"), cwd=tmp_path)
     assert result.returncode == 1
     assert "c3-net-0" in result.stdout and "XPK failed, error code 1" in result.stdout
