@@ -5,6 +5,7 @@ Prints one line per check; exits non-zero at the first surprise.
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -68,9 +69,11 @@ for _ in range(600):
     if addresses.get(project=PROJECT, address="google-managed-services-default").status == "RESERVED":
         break
     time.sleep(0.05)
+# The real gcloud, pointed at the sandbox as `eval "$(rltui sandbox env)"` would.
 out = subprocess.run(["gcloud", "services", "vpc-peerings", "connect", f"--project={PROJECT}",
                       "--service=servicenetworking.googleapis.com", "--network=default",
-                      "--ranges=google-managed-services-default"], capture_output=True, text=True, timeout=60)
+                      "--ranges=google-managed-services-default"], capture_output=True, text=True, timeout=60,
+                     env={**os.environ, **status["tool_env"]})
 check(f"peering connect -> {out.returncode}", out.returncode == 0)
 
 

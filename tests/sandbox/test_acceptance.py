@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -73,12 +74,17 @@ def test_a_client_outside_the_project_and_a_clean_stop(user, tmp_path):
     assert adc["type"] == "service_account" and adc["token_uri"] == f"{status['kube_api']}/token"
     (tmp_path / "status.json").write_text(json.dumps(status))
 
-    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}",
-             "CLOUDSDK_CONFIG": status["gcloud_config"]}
+    # `eval "$(rltui sandbox env)"`: the real gcloud and kubectl, pointed at the sandbox.
+    exports = run([*rltui, "sandbox", "env"], env).stdout
+    tools = {**env, "PATH": f"{status['bin_dir']}{os.pathsep}{env['PATH']}"}
+    for line in exports.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        tools[name] = shlex.split(value)[0]
+    assert tools["KUBECONFIG"] != env.get("KUBECONFIG") and tools["CLOUDSDK_CONFIG"] == status["gcloud_config"]
     out = run([sys.executable, str(HERE / "outside_client.py"), str(tmp_path / "status.json")], tools)
     assert out.stdout.rstrip().endswith("all checks passed"), out.stdout
 
-    # A cluster, Lustre and a RayCluster through the fake tools and kubectl: a real Ray head runs.
+    # A cluster (the sandbox's xpk), Lustre and a RayCluster through the real gcloud and kubectl.
     p = ["--project=team-rl-sandbox-42"]
     run(["gcloud", "services", "enable", "container.googleapis.com", "lustre.googleapis.com",
          "compute.googleapis.com", "servicenetworking.googleapis.com", *p], tools)
