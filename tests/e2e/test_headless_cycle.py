@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,41 @@ def test_after_up_xpk_state_label_and_lustre_port_are_as_google_has_them(user):
     assert inst.gke_support_enabled is False and csi.enable_legacy_lustre_port is False
 
 
+def sandbox_env(user):
+    """`eval "$(rltui sandbox env)"`: what a user types to point the real gcloud at the sandbox."""
+    out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "env"], env=user["env"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    env = dict(user["env"])
+    for line in out.stdout.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = shlex.split(value)[0]
+    return env
+
+
+def gcloud(env, *args):
+    return subprocess.run(["gcloud", *args, f"--project={PROJECT}"], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_after_up_the_real_gcloud_shows_what_the_codelab_shows(user):
+    env = sandbox_env(user)
+    missing = gcloud(env, "compute", "addresses", "describe", "nope", "--global")
+    assert missing.returncode == 1
+    assert missing.stderr.splitlines()[-2:] == [
+        "ERROR: (gcloud.compute.addresses.describe) Could not fetch resource:",
+        f" - The resource 'projects/{PROJECT}/global/addresses/nope' was not found"], missing.stderr
+    state = gcloud(env, "lustre", "instances", "describe", "rl-demo-gpu-lustre", "--location=us-east1-b",
+                   "--format=value(state)")
+    assert state.stdout.strip() == "ACTIVE", state.stderr
+    csi = gcloud(env, "container", "clusters", "describe", CLUSTER, f"--location={REGION}",
+                 "--format=value(addonsConfig.lustreCsiDriverConfig.enabled)")
+    assert csi.stdout.strip() == "True", csi.stderr
+    peerings = gcloud(env, "services", "vpc-peerings", "list", f"--network={CLUSTER}-net-0", "--format=json")
+    assert [c["peering"] for c in json.loads(peerings.stdout)] == ["servicenetworking-googleapis-com"], \
+        peerings.stderr
+
+
 def test_up_twice_creates_nothing_twice(user):
     before = status_json(user)
     kube = ["kubectl", "--kubeconfig", user["status"]["kubeconfig"]]
@@ -129,10 +165,7 @@ def test_up_twice_creates_nothing_twice(user):
     assert status_json(user)["resources"] == before["resources"]
     assert subprocess.run([*kube, "get", "raycluster", "ray-a4-gpu-spot", "-o",
                            "jsonpath={.metadata.uid}"], capture_output=True, text=True).stdout == uid
-    lustre = subprocess.run(["gcloud", "lustre", "instances", "list", "--location=-",
-                             "--project=team-rl-sandbox-42", "--format=value(name)"],
-                            capture_output=True, text=True,
-                            env={**user["env"], "PATH": f"{user['status']['bin_dir']}:{os.environ['PATH']}"})
+    lustre = gcloud(sandbox_env(user), "lustre", "instances", "list", "--location=-", "--format=value(name)")
     assert lustre.stdout.split() and len(lustre.stdout.split()) == 1, lustre.stdout
 
 
