@@ -2,6 +2,11 @@
 fake API server (with the preempt route), and the KubeRay controller. Tests drive it with the
 REAL `kubernetes` client, kubectl and Ray's JobSubmissionClient, as the wizard would.
 
+The API is reached as the daemon serves it and as GKE's is: over HTTPS with the sandbox's own CA
+and only with a bearer token. The `kubernetes` client is built by rltui's real-mode builder
+(the GKE cluster's endpoint and CA, a token from an ADC file refreshed at the sandbox's token
+endpoint); kubectl reads a kubeconfig holding the CA and the fixed sandbox token.
+
 The modules share fixtures through `tools` (importlib import mode cannot import a conftest).
 """
 
@@ -20,12 +25,17 @@ from typing import Any, Callable, Coroutine, Iterator
 
 import pytest
 from google.cloud import container_v1, lustre_v1
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.stream import portforward
 
 from rltui import manifests
+from rltui.atomic import write_private
+from rltui.cloud.endpoints import Endpoints
+from rltui.cloud.kube import gke_configuration
 from rltui.config import RLConfig, parse_config
 from rltui.sandbox.kube import KubeStore, make_app, write_kubeconfig
+from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
+from rltui.sandbox.kube.tls import ensure_tls
 from rltui.sandbox.kuberay import KubeRayController, add_preempt_route
 from rltui.sandbox.profile import Clock, LatencyProfile, Operation
 from rltui.sandbox.services import CODELAB_APIS
@@ -49,18 +59,29 @@ def codelab_config(**extra: str) -> RLConfig:
     return parse_config({"PROJECT_ID": PROJECT, "NUM_NODES": "2", "HF_TOKEN": HF_TOKEN, **extra})
 
 
+def _loopback_socket() -> socket.socket:
+    # Bound before the app starts (as the daemon does), so the World and ADC file know the URLs.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class Box:
-    """World + fake kube API + controller on one loop thread."""
+    """World + fake kube API + controller on one loop thread, on the daemon's two sites:
+    `control_url` (plain http: /_sandbox/ control routes and the token endpoint) and
+    `kube_server` (https://<the GKE clusters' endpoint>: the Kubernetes API, bearer tokens only)."""
 
     def __init__(self, root: Path, world_profile: LatencyProfile, controller_profile: LatencyProfile) -> None:
         self.root = root
         self.world_profile, self.controller_profile = world_profile, controller_profile
         self.children: list[list[int]] = []  # every on_children call
+        self.creds: Any = None  # google-auth credentials from the ADC file, once api() needs them
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="sandbox", daemon=True)
         self.thread.start()
         self.call(self._start(), timeout=30)
-        self.kubeconfig = write_kubeconfig(root / "kubeconfig", self.url)
+        self.kubeconfig = write_kubeconfig(root / "kubeconfig", self.kube_server, ca_pem=self.tls.ca_pem)
 
     def _controller(self) -> KubeRayController:
         return KubeRayController(self.store, self.world, Clock(self.controller_profile, SPEED, seed=2),
@@ -75,14 +96,24 @@ class Box:
                            enabled_services=CODELAB_APIS)
         self.store = KubeStore(self.root / "kube")
         self.controller = self._controller()
-        app = make_app(self.store, bookmark_interval=0.3, tick=0.1)
+        # The daemon's wiring (daemon.serve): the clusters' endpoint is the https site, whose
+        # certificate chains to the CA GKE hands out as master_auth.cluster_ca_certificate.
+        sock, tls_sock = _loopback_socket(), _loopback_socket()
+        self.control_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.kube_endpoint = f"127.0.0.1:{tls_sock.getsockname()[1]}"
+        self.kube_server = f"https://{self.kube_endpoint}"
+        self.tls = ensure_tls(self.root / "tls")
+        self.issuer = TokenIssuer.load(self.root / "tls")
+        self.world.kube_endpoint, self.world.kube_ca_b64 = self.kube_endpoint, self.tls.ca_b64
+        self.adc = write_adc(self.root / "adc.json", f"{self.control_url}/token", self.issuer)
+        app = make_app(self.store, bookmark_interval=0.3, tick=0.1, issuer=self.issuer)
+        add_token_route(app, self.issuer)
         # The route reaches whichever controller runs now (tests restart it).
         add_preempt_route(app, _Current(self))  # type: ignore[arg-type]
         self.runner = web.AppRunner(app, shutdown_timeout=2.0, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        await web.SockSite(self.runner, sock).start()
+        await web.SockSite(self.runner, tls_sock, ssl_context=self.tls.server_context()).start()
         await self.controller.start()
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 20) -> Any:
@@ -102,12 +133,22 @@ class Box:
             await self.controller.start()
         self.call(restart(), timeout=180)  # the old controller's stop: see stop() below
 
-    def api(self) -> client.ApiClient:
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+    def api(self, cfg: RLConfig | None = None) -> client.ApiClient:
+        """A client for the codelab's cluster as rltui's real mode builds one (KubeAdapter.connect):
+        the GKE cluster as the World returns it, ADC credentials from the sandbox's file, and
+        rltui.cloud.kube.gke_configuration; carried over to the sync client the tests drive."""
+        cfg = cfg or codelab_config()
+        cluster = self.fn(self.world.get_cluster, PROJECT, region_of(cfg.zone), cfg.cluster_name)
+        # One credentials object per Box, as one wizard session has: loading the key and
+        # fetching a token take ~60 ms, and the token lives an hour.
+        if self.creds is None:
+            self.creds = Endpoints(label="SANDBOX", adc_file=self.adc).credentials()
+        return client.ApiClient(sync_configuration(self.call(gke_configuration(cluster, self.creds)),
+                                                   self.loop, self.root / "cluster-ca.pem"))
 
     def post_preempt(self, body: dict | None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else b""
-        req = urllib.request.Request(f"{self.url}/_sandbox/preempt", data=data, method="POST",
+        req = urllib.request.Request(f"{self.control_url}/_sandbox/preempt", data=data, method="POST",
                                      headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
@@ -173,6 +214,26 @@ class Box:
         self.call(self.world.wait_operation(operation), timeout=30)
         inst = self.fn(self.world.get_lustre_instance, PROJECT, cfg.zone, cfg.lustre_instance_id)
         return manifests.lustre_ip(inst.mount_point)
+
+
+def sync_configuration(aio_cfg: Any, loop: asyncio.AbstractEventLoop, ca_file: Path) -> client.Configuration:
+    """The sync client's twin of a `kubernetes.aio` Configuration from gke_configuration: same
+    host, CA and bearer token, and its token refresh hook (run on `loop`, where it was built)
+    before every request, as the aio client runs it."""
+    out = client.Configuration(host=aio_cfg.host)
+    out.verify_ssl = aio_cfg.verify_ssl
+    # kubernetes.stream's websocket (port-forward) reads only ssl_ca_cert (else certifi's
+    # bundle), never ca_cert_data: a file serves both it and the REST calls.
+    write_private(ca_file, aio_cfg.ca_cert_data)
+    out.ssl_ca_cert = str(ca_file)
+    out.api_key_prefix = dict(aio_cfg.api_key_prefix)
+
+    def refresh(conf: client.Configuration) -> None:
+        asyncio.run_coroutine_threadsafe(aio_cfg.refresh_api_key_hook(aio_cfg), loop).result(30)
+        conf.api_key = dict(aio_cfg.api_key)
+    out.refresh_api_key_hook = refresh
+    refresh(out)
+    return out
 
 
 class _Current:

@@ -187,6 +187,7 @@ def test_deleting_the_cluster_removes_its_nodes(box, core, tools) -> None:
     op = box.fn(box.world.delete_cluster, tools.project, region_of(cfg.zone), cfg.cluster_name)
     box.call(box.world.wait_cluster_operation(tools.project, region_of(cfg.zone), op.name))
     tools.wait_for(lambda: core.list_node().items == [], 5, "the nodes to go")
-    apps = client.AppsV1Api(box.api())
+    # The client from before the delete: a deleted cluster has no endpoint to build one from.
+    apps = client.AppsV1Api(core.api_client)
     tools.wait_for(lambda: apps.list_namespaced_daemon_set("kube-system").items == [], 5,
                    "the CSI DaemonSet to go with the cluster")
