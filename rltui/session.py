@@ -182,8 +182,7 @@ class Session:
         return checks
 
     async def _auth_checks(self) -> list[Check]:
-        """gcloud's signed-in account, and Application Default Credentials where the
-        endpoints use them (Google's hosts; a sandbox needs none)."""
+        """gcloud's signed-in account, and Application Default Credentials."""
         import asyncio
         import json
 
@@ -199,19 +198,13 @@ class Session:
                                 "" if accounts else "gcloud auth login"))
         except Exception as exc:  # noqa: BLE001 - no gcloud: the tool check below says so
             checks.append(Check("gcloud auth", False, str(exc)[:120], "install gcloud, then gcloud auth login"))
-        if self.endpoints.grpc_target is None:
-            def adc() -> str:
-                import google.auth
-
-                _, project = google.auth.default()
-                return project or ""
-
-            try:
-                project = await asyncio.to_thread(adc)
-                checks.append(Check("Application Default Credentials", True, project or "found"))
-            except Exception:  # noqa: BLE001 - DefaultCredentialsError and friends
-                checks.append(Check("Application Default Credentials", False, "not found",
-                                    "gcloud auth application-default login"))
+        # The same check in both modes: the endpoints' ADC (Google's, or the sandbox's file).
+        try:
+            await asyncio.to_thread(self.endpoints.credentials)
+            checks.append(Check("Application Default Credentials", True, "found"))
+        except Exception:  # noqa: BLE001 - DefaultCredentialsError and friends
+            checks.append(Check("Application Default Credentials", False, "not found",
+                                "gcloud auth application-default login"))
         return checks
 
     # --- job ---

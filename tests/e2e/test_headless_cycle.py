@@ -136,7 +136,7 @@ def test_after_up_the_real_gcloud_shows_what_the_codelab_shows(user):
     env = sandbox_env(user)
     missing = gcloud(env, "compute", "addresses", "describe", "nope", "--global")
     assert missing.returncode == 1
-    assert missing.stderr.splitlines()[-2:] == [
+    assert [line for line in missing.stderr.splitlines() if line.strip()][-2:] == [
         "ERROR: (gcloud.compute.addresses.describe) Could not fetch resource:",
         f" - The resource 'projects/{PROJECT}/global/addresses/nope' was not found"], missing.stderr
     state = gcloud(env, "lustre", "instances", "describe", "rl-demo-gpu-lustre", "--location=us-east1-b",
