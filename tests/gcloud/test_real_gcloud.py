@@ -194,6 +194,10 @@ def test_container_describe_update_credentials(sbx) -> None:
     assert config["current-context"] == f"gke_{PROJECT}_{REGION}_c1"
     user = config["users"][0]["user"]
     assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
+    # The real kubectl, through gke-gcloud-auth-plugin (which asks gcloud for the token), over
+    # HTTPS to the cluster's endpoint with its CA, as on GKE.
+    pods = subprocess.run(["kubectl", "get", "pods"], env=env, capture_output=True, text=True, timeout=60)
+    assert pods.returncode == 0 and "No resources found in default namespace." in pods.stderr, pods.stderr
 
     record = rest(status.info["kube_api"] + "/_sandbox/record")
     calls = json.dumps(record)
