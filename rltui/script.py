@@ -2,7 +2,8 @@
 
 Beyond the codelab it waits for what must be ready (Lustre ACTIVE, RayCluster ready), runs xpk
 from one fixed state folder (so `xpk cluster delete` finds its networks), keeps the tokens in a
-Kubernetes Secret, and deletes the peering, address and PV/PVC at teardown. Secrets appear only
+Kubernetes Secret, and deletes the peering, address and PV/PVC at teardown (`down` is rendered
+from the plan: each step's down_command, in the plan's teardown order). Secrets appear only
 as `$HF_TOKEN` / `$WANDB_API_KEY`, read from env.sh at run time.
 """
 
@@ -16,17 +17,27 @@ from .manifests import (RAYCLUSTER_FILE, RUN_SCRIPT_FILE, RUNTIME_ENV_FILE, VOLU
                         persistent_volume, persistent_volume_claim, ray_cluster, rayignore,
                         run_script, runtime_env_json, secret_name, to_yaml)
 
-APIS = ("container.googleapis.com", "lustre.googleapis.com", "compute.googleapis.com",
-        "servicenetworking.googleapis.com")
-
-
-def xpk_state_subdir(cfg: RLConfig) -> str:
-    """Where xpk runs for this cluster, relative to rltui's state folder."""
-    return f"xpk/{cfg.project_id}/{cfg.cluster_name}"
+from .plan.codelab import APIS
+from .plan.folders import runs_subdir, xpk_subdir
 
 
 def _heredoc(path: str, text: str) -> str:
     return f"cat > {path} <<'RLTUI_EOF'\n{text.rstrip(chr(10))}\nRLTUI_EOF\n"
+
+
+def _down_lines(cfg: RLConfig) -> str:
+    """`down`, from the plan: each step's own teardown command, in the order rltui runs them
+    (the Lustre instance, then the peering and the range, before xpk deletes the network)."""
+    from pathlib import Path
+
+    from .cloud.endpoints import Endpoints
+    from .plan.context import Context
+    from .plan.runner import Runner
+    from .plan.steps import build_plan
+
+    ctx = Context(cfg, Endpoints.google(), root=Path("${STATE}"))
+    steps = Runner(build_plan(ctx), ctx).order("down")
+    return "\n".join(f"  # undo: {step.title}\n  {step.down_command()}" for step in steps if step.down_command())
 
 
 def equivalent_script(cfg: RLConfig) -> str:
@@ -47,8 +58,8 @@ source ./env.sh
 HF_TOKEN="${{HF_TOKEN:-}}"
 WANDB_API_KEY="${{WANDB_API_KEY:-}}"
 STATE="${{XDG_STATE_HOME:-$HOME/.local/state}}/rltui"
-XPK_DIR="$STATE/{xpk_state_subdir(cfg)}"   # one fixed folder: xpk cluster delete needs it
-JOB_DIR="$STATE/jobs/{cfg.project_id}/{cfg.cluster_name}"
+XPK_DIR="$STATE/{xpk_subdir(cfg.project_id, cfg.cluster_name)}"   # one fixed folder: xpk cluster delete needs it
+JOB_DIR="$STATE/{runs_subdir(cfg.project_id, cfg.cluster_name)}/jobs/script"   # beside rltui's own job folders
 
 up() {{
   gcloud services enable {" ".join(APIS)} --project={P}
@@ -132,17 +143,7 @@ logs() {{
 }}
 
 down() {{
-  kubectl delete raycluster {C} --ignore-not-found --wait=true || true
-  kubectl delete pvc {q(cfg.pvc_name)} --ignore-not-found || true
-  kubectl delete pv {q(cfg.pv_name)} --ignore-not-found || true
-  kubectl delete secret {secret} --ignore-not-found || true
-  gcloud lustre instances delete {L} --project={P} --location={Z} --quiet &
-  (cd "$XPK_DIR" && xpk cluster delete --project={P} --zone={Z} --cluster={C} --force) &
-  wait
-  # The codelab leaves these behind; they block deleting the network and cost nothing but clutter.
-  gcloud services vpc-peerings delete --service=servicenetworking.googleapis.com \\
-    --network={N} --project={P} --quiet || true
-  gcloud compute addresses delete {addr} --global --project={P} --quiet || true
+{_down_lines(cfg)}
 }}
 
 case "${{1:-}}" in
@@ -152,4 +153,4 @@ esac
 """
 
 
-__all__ = ["equivalent_script", "xpk_state_subdir", "APIS", "VOLUME_FILE", "RAYCLUSTER_FILE"]
+__all__ = ["equivalent_script", "APIS", "VOLUME_FILE", "RAYCLUSTER_FILE"]

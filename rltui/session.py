@@ -169,7 +169,7 @@ class Session:
                             "gcloud auth application-default login (it creates the folder)"))
         if self.cfg is not None:
             try:
-                from .script import APIS
+                from .plan.codelab import APIS
 
                 missing = set(APIS) - await self.context().network.enabled_apis()
                 short = sorted(api.removesuffix(".googleapis.com") for api in missing)

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import RLConfig
 from ..latency import reference_seconds
-from ..script import xpk_state_subdir
-
-
-def state_root() -> Path:
-    """rltui's state folder (XDG): progress, xpk state, job folders."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "rltui"
+from .folders import runs_subdir, state_root, xpk_subdir
 
 
 @dataclass
@@ -31,11 +24,11 @@ class Context:
     @property
     def xpk_dir(self) -> Path:
         """One fixed folder per cluster: `xpk cluster delete` finds its networks only here."""
-        return self.root / xpk_state_subdir(self.cfg)
+        return self.root / xpk_subdir(self.cfg.project_id, self.cfg.cluster_name)
 
     @property
     def run_dir(self) -> Path:
-        return self.root / "runs" / self.cfg.project_id / self.cfg.cluster_name
+        return self.root / runs_subdir(self.cfg.project_id, self.cfg.cluster_name)
 
     @property
     def jobs_dir(self) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltui.atomic import write_private
+from rltui.plan.folders import run_dir
 from rltui.plan.step import StepState
 
 VERSION = 1
@@ -58,12 +59,7 @@ class RunRecord:
 
 def progress_path(project: str, cluster: str) -> Path:
     """$XDG_STATE_HOME/rltui/runs/<project>/<cluster>/progress.json (~/.local/state by default)."""
-    for what, value in (("project", project), ("cluster", cluster)):
-        if not _COMPONENT.fullmatch(value):
-            raise ValueError(f"{what} {value!r} cannot name a folder")
-    base = os.environ.get("XDG_STATE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
-    return root / "rltui" / "runs" / project / cluster / "progress.json"
+    return run_dir(project, cluster) / "progress.json"
 
 
 class ProgressStore:

@@ -149,6 +149,13 @@ class Runner:
     def steps(self) -> list[Step]:
         return [self._steps[n] for n in self._order]
 
+    def order(self, mode: str) -> list[Step]:
+        """The steps in the order `mode` ("up" or "down") runs them, one after another (the
+        runner itself starts each as soon as its dependencies settle); down skips the steps
+        it leaves alone."""
+        names = _topo(self._order, self._deps[mode])
+        return [self._steps[n] for n in names if mode == "up" or self._steps[n].destroyable]
+
     @property
     def busy(self) -> bool:
         return self._busy

@@ -131,7 +131,11 @@ class Step:
     max_attempts: int | None = None                  # fewer tries than the runner's policy
 
     def command(self) -> str:
-        """The equivalent CLI command(s), for display."""
+        """The equivalent CLI command(s) of apply, for display and the equivalent script."""
+        return ""
+
+    def down_command(self) -> str:
+        """The equivalent CLI command(s) of destroy ("" when down leaves nothing to do)."""
         return ""
 
     async def probe(self, ctx: Any) -> Probe:

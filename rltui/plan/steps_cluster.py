@@ -6,7 +6,7 @@ from __future__ import annotations
 from shlex import join
 from typing import Any
 
-from ..script import APIS
+from .codelab import APIS
 from . import xpkstate
 from .context import Context
 from .step import PermanentError, Probe, StepOutput, TransientError
@@ -66,7 +66,12 @@ class XpkClusterStep(ContextStep):
                 "--spot", "--enable-lustre-csi-driver", *common]
 
     def command(self) -> str:
-        return f"cd {self.ctx.xpk_dir} && {join(self._argv('create'))}"
+        return f'cd "{self.ctx.xpk_dir}" && {join(self._argv("create"))}'
+
+    def down_command(self) -> str:
+        # xpk's path, from its state folder (without it, destroy deletes through the GKE API).
+        return f'(cd "{self.ctx.xpk_dir}" && {join(self._argv("delete"))})'
+
 
     def has_xpk_state(self, ctx: Context) -> bool:
         c = self.cfg

@@ -34,6 +34,9 @@ class SecretStep(ContextStep):
         kube = await ctx.kube()
         await kube.apply(manifests.job_secret(self.cfg))
 
+    def down_command(self) -> str:
+        return f"kubectl delete secret {manifests.secret_name(self.cfg)} --ignore-not-found"
+
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
         await kube.delete("secrets", manifests.secret_name(self.cfg))
@@ -95,6 +98,10 @@ class PvPvcStep(ContextStep):
                     users.append(pod["metadata"]["name"])
         return users
 
+    def down_command(self) -> str:
+        return (f"kubectl delete pvc {self.cfg.pvc_name} --ignore-not-found && "
+                f"kubectl delete pv {self.cfg.pv_name} --ignore-not-found")
+
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
         await kube.delete("persistentvolumeclaims", self.cfg.pvc_name)
@@ -138,6 +145,9 @@ class RayClusterStep(ContextStep):
 
         await kube.wait_raycluster_ready(self.cfg.cluster_name, on_update,
                                          timeout_s=max(3 * self.expected_s, 120.0))
+
+    def down_command(self) -> str:
+        return f"kubectl delete raycluster {self.cfg.cluster_name} --ignore-not-found --wait=true"
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()

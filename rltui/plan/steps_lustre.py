@@ -54,6 +54,10 @@ class IpRangeStep(ContextStep):
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         await ctx.network.create_address(self.cfg.address_name, self.cfg.network, 24, out.line)
 
+    def down_command(self) -> str:
+        return join(["gcloud", "compute", "addresses", "delete", self.cfg.address_name, "--global",
+                     f"--project={self.cfg.project_id}", "--quiet"])
+
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         await ctx.network.delete_address(self.cfg.address_name, out.line)
 
@@ -79,6 +83,13 @@ class PeeringStep(ContextStep):
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         await ctx.network.connect_peering(self.cfg.network, [self.cfg.address_name], out.line)
+
+    def down_command(self) -> str:
+        # Refused for a while after Lustre goes (destroy's docstring): try again, as destroy does.
+        delete = join(["gcloud", "services", "vpc-peerings", "delete",
+                       "--service=servicenetworking.googleapis.com", f"--network={self.cfg.network}",
+                       f"--project={self.cfg.project_id}", "--quiet"])
+        return f"for try in 1 2 3 4 5 6 7 8 9 10; do {delete} && break; sleep 30; done"
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         """Service Networking refuses while the producer (Lustre) still holds the connection,
@@ -147,6 +158,11 @@ class LustreInstanceStep(ContextStep):
                 raise
             # A create that failed late: its operation's error, kept for the user.
             raise PermanentError(exc.message) from None
+
+    def down_command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "lustre", "instances", "delete", c.lustre_instance_id,
+                     f"--location={c.zone}", f"--project={c.project_id}", "--quiet"])
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)

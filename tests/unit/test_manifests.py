@@ -129,3 +129,18 @@ def test_equivalent_script_is_valid_bash_and_refers_to_secrets_by_name(cfg):
         assert words in script, words
     # Lustre's chain starts before xpk finishes (xpk runs in the background, waited for later).
     assert script.index("gcloud lustre instances create") < script.index('wait "$XPK_PID"')
+
+
+def test_script_down_frees_the_network_before_xpk_deletes_it(cfg):
+    """The plan's teardown order, rendered from the steps: the Lustre instance, the peering and
+    the address go before `xpk cluster delete`, which cannot delete a network they hold."""
+    script = equivalent_script(cfg)
+    down = script[script.index("down() {"):]
+    xpk = down.index("xpk cluster delete")
+    for words in ("kubectl delete raycluster", "gcloud lustre instances delete", "vpc-peerings delete",
+                  "gcloud compute addresses delete"):
+        assert down.index(words) < xpk, words
+    assert down.index("gcloud lustre instances delete") < down.index("vpc-peerings delete") < \
+        down.index("gcloud compute addresses delete")
+    # xpk runs from the one state folder rltui's own delete uses.
+    assert f'cd "${{STATE}}/xpk/{cfg.project_id}/{cfg.cluster_name}" && xpk cluster delete' in down

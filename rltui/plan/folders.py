@@ -1,0 +1,41 @@
+"""rltui's one state folder and what lives in it, for every face and the equivalent script.
+
+$XDG_STATE_HOME/rltui, or ~/.local/state/rltui: the XDG Base Directory spec says a relative
+XDG_STATE_HOME is invalid and must be ignored, so it is.
+- xpk/<project>/<cluster>/   where xpk runs (its ./xpkclusters state: delete needs it)
+- runs/<project>/<cluster>/  progress.json, jobs.json, rltui.log, jobs/<stamp>/ (job folders)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one path component, never ".."
+
+
+def state_root() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".local" / "state"
+    return root / "rltui"
+
+
+def _checked(project: str, cluster: str) -> tuple[str, str]:
+    for what, value in (("project", project), ("cluster", cluster)):
+        if not _COMPONENT.fullmatch(value):
+            raise ValueError(f"{what} {value!r} cannot name a folder")
+    return project, cluster
+
+
+def xpk_subdir(project: str, cluster: str) -> str:
+    """Where xpk runs for a cluster, relative to the state folder (the script uses it too)."""
+    return "/".join(("xpk", *_checked(project, cluster)))
+
+
+def runs_subdir(project: str, cluster: str) -> str:
+    return "/".join(("runs", *_checked(project, cluster)))
+
+
+def run_dir(project: str, cluster: str, root: Path | None = None) -> Path:
+    return (root or state_root()) / runs_subdir(project, cluster)
