@@ -439,9 +439,10 @@ def check_field(name: str, value: str, others: Mapping[str, str] | None = None) 
     return None
 
 
-def submit_problems(cfg: RLConfig) -> list[Problem]:
-    """What blocks `ray job submit` against real Google Cloud (the model download needs HF_TOKEN)."""
-    if cfg.hf_token is None:
+def submit_problems(cfg: RLConfig, downloads_models: bool = True) -> list[Problem]:
+    """What blocks `ray job submit`: where the job downloads the model from Hugging Face
+    (Endpoints.downloads_models: Google Cloud, not the sandbox's demo), HF_TOKEN."""
+    if downloads_models and cfg.hf_token is None:
         return [Problem("HF_TOKEN", "needed to submit the job (Qwen2.5-72B downloads from"
                                     " Hugging Face): set it in env.sh or the Configure screen")]
     return []

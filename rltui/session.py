@@ -7,22 +7,15 @@ stops cloud operations: they run in the cloud, and reopening re-probes and resum
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from .config import ConfigError, Problem, RLConfig, parse_config
 from .envfile import EnvFile, EnvFileError
+from .plan.preflight import Check
 
-
-@dataclass(frozen=True)
-class Check:
-    """One preflight check: passed, or the fix."""
-    name: str
-    ok: bool
-    detail: str = ""
-    fix: str = ""
+__all__ = ["Session", "ConfigState", "Check"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +105,12 @@ class Session:
         return self._endpoints
 
     @property
+    def downloads_models(self) -> bool | None:
+        """Whether a submitted job downloads the model (so needs HF_TOKEN); None until the
+        endpoints are built (building them may start a sandbox: never on a screen's behalf)."""
+        return None if self._endpoints is None else bool(self._endpoints.downloads_models)
+
+    @property
     def label(self) -> str:
         return self.endpoints.label
 
@@ -127,7 +126,7 @@ class Session:
     def runner(self, listener: Callable[[Any], None] | None = None) -> Any:
         """The one runner of this config; `listener` (given by up/down) receives its events."""
         if self._runner is None:
-            from .headless import make_runner
+            from .plan.engine import make_runner
 
             self._runner = make_runner(self.context(), listener or (lambda ev: None))
         elif listener is not None:
@@ -138,7 +137,7 @@ class Session:
         return await self.runner(listener).up(targets)
 
     async def down(self, listener: Callable[[Any], None]) -> Any:
-        from .headless import stop_jobs
+        from .plan.jobs import stop_jobs
 
         await stop_jobs(self.context(), listener)
         return await self.runner(listener).down()
@@ -149,63 +148,10 @@ class Session:
         return await collect(self.context())
 
     async def preflight(self) -> list[Check]:
-        import shutil
+        from .plan.preflight import preflight
 
-        checks = [Check("env.sh", self.cfg is not None,
-                        f"{len(self.problems)} problem(s)" if self.problems else str(self.env_path),
-                        "fix the fields on the Configure screen" if self.problems else "")]
-        env = self.endpoints.subprocess_env()
-        checks += await self._auth_checks()
-        for tool in ("xpk", "gcloud", "kubectl"):
-            found = shutil.which(tool, path=env.get("PATH"))
-            checks.append(Check(f"{tool} on PATH", bool(found), found or "",
-                                "" if found else (f"pip install {tool}" if tool == "xpk" else
-                                                  f"install {tool} (Cloud Shell has it)")))
-        # xpk 1.16.0 exits 1 ("Failed to find gcloud credential directory") without it
-        # (xpk src/xpk/commands/cluster_gcluster.py check_gcloud_authenticated).
-        config_dir = self.endpoints.xpk_gcloud_dir(env)
-        checks.append(Check("gcloud config (for xpk)", config_dir.is_dir(),
-                            str(config_dir), "" if config_dir.is_dir() else
-                            "gcloud auth application-default login (it creates the folder)"))
-        if self.cfg is not None:
-            try:
-                from .plan.codelab import APIS
-
-                missing = set(APIS) - await self.context().network.enabled_apis()
-                short = sorted(api.removesuffix(".googleapis.com") for api in missing)
-                checks.append(Check("APIs enabled", not missing,
-                                    ("off: " + ", ".join(short)) if short else "all four",
-                                    "the Provision screen enables them" if missing else ""))
-            except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
-                checks.append(Check("project reachable", False, str(exc)[:200],
-                                    "gcloud auth application-default login"))
-        return checks
-
-    async def _auth_checks(self) -> list[Check]:
-        """gcloud's signed-in account, and Application Default Credentials."""
-        import asyncio
-        import json
-
-        from .cloud.tools import run_tool
-
-        checks = []
-        try:
-            res = await run_tool(["gcloud", "auth", "list", "--format=json"], self.endpoints,
-                                 timeout_s=30)
-            accounts = [a.get("account", "") for a in json.loads(res.stdout or "[]")
-                        if a.get("status") == "ACTIVE"] if res.ok else []
-            checks.append(Check("gcloud auth", bool(accounts), ", ".join(accounts),
-                                "" if accounts else "gcloud auth login"))
-        except Exception as exc:  # noqa: BLE001 - no gcloud: the tool check below says so
-            checks.append(Check("gcloud auth", False, str(exc)[:120], "install gcloud, then gcloud auth login"))
-        # The same check in both modes: the endpoints' ADC (Google's, or the sandbox's file).
-        try:
-            await asyncio.to_thread(self.endpoints.credentials)
-            checks.append(Check("Application Default Credentials", True, "found"))
-        except Exception:  # noqa: BLE001 - DefaultCredentialsError and friends
-            checks.append(Check("Application Default Credentials", False, "not found",
-                                "gcloud auth application-default login"))
-        return checks
+        ctx = self.context() if self.cfg is not None else None
+        return await preflight(self.env_path, self.cfg, self.problems, self.endpoints, ctx)
 
     # --- job ---
 
@@ -216,34 +162,27 @@ class Session:
         return manifests.job_files(self.cfg)
 
     async def submit(self, resume: bool) -> str:
-        from .headless import submit
+        from .plan.jobs import submit_job
 
-        ids: list[str] = []
-        await submit(self.cfg, self.endpoints, resume=resume, out=ids.append, err=lambda _l: None)
-        return ids[-1]
+        return (await submit_job(self.context(), resume=resume)).job_id
 
     def last_job_id(self) -> str | None:
-        from .headless import job_records
+        from .plan.jobs import last_job_id
 
-        jobs = job_records(self.context())
-        return jobs[-1].id if jobs else None
+        return last_job_id(self.context())
 
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
-        from .cloud.rayjobs import RayJobs
+        from .plan.jobs import Refused, follow_logs
 
-        jobs = RayJobs(await self.context().dashboard())
-        job_id = job_id or self.last_job_id()
-        if job_id is None:
-            raise LookupError("no job submitted yet")
-        return await jobs.follow(job_id, on_text)
+        try:
+            return await follow_logs(self.context(), on_text, job_id)
+        except Refused:
+            raise LookupError("no job submitted yet") from None
 
     async def job_info(self, job_id: str | None = None) -> Any:
-        from .cloud.rayjobs import RayJobs
+        from .plan.jobs import job_info
 
-        job_id = job_id or self.last_job_id()
-        if job_id is None:
-            return None
-        return await RayJobs(await self.context().dashboard()).info(job_id)
+        return await job_info(self.context(), job_id)
 
     # --- monitor ---
 
@@ -259,19 +198,9 @@ class Session:
     # --- metrics ---
 
     async def lustre_metrics(self, minutes: float = 30.0) -> dict[str, Any]:
-        from .cloud.monitoring import MonitoringAdapter
+        from .plan.metrics import lustre_metrics
 
-        ctx = self.context()
-        mon = ctx._get("monitoring", lambda: MonitoringAdapter(self.endpoints, self.cfg.project_id))
-        # One reference minute per point (Lustre samples every 60 s); a sandbox running faster
-        # aligns on shorter periods.
-        period = max(1, int(round(60 * self.endpoints.time_scale)))
-        instance = self.cfg.lustre_instance_id
-        out: dict[str, Any] = {"at": time.time(), "period_s": period}
-        out.update(await mon.throughput(instance, minutes=minutes, period_s=period))
-        out["used"] = await mon.used_bytes(instance, minutes=minutes, period_s=period)
-        out["capacity_gib"] = self.cfg.lustre_capacity
-        return out
+        return await lustre_metrics(self.context(), minutes)
 
     async def close(self) -> None:
         if self._ctx is not None:

@@ -49,7 +49,6 @@ class Endpoints:
     def sandbox(cls, status: Mapping[str, Any]) -> "Endpoints":
         """From `rltui sandbox status --json` (the daemon's daemon.json)."""
         adc_file = Path(status["adc"])
-        root = adc_file.parent
         return cls(
             label="SANDBOX",
             grpc_target=str(status["grpc"]),

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from .. import manifests
-from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, check_field, parse_config
+from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, check_field, parse_config, submit_problems
 from ..joblog import StepRecord
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
@@ -191,10 +191,15 @@ class JobScreen(WizardScreen):
         self._summarise()
 
     def _submit_problems(self, values: dict[str, str]) -> list[Problem]:
-        """Google Cloud downloads the model from Hugging Face: it needs HF_TOKEN (the sandbox not)."""
-        if self.wizard.header_info.mode != "SANDBOX" and self._state and not values.get("HF_TOKEN"):
-            return [Problem("HF_TOKEN", "needed to submit: Qwen2.5-72B downloads from Hugging Face")]
-        return []
+        """config.submit_problems' rule, asked of the endpoints (Google Cloud downloads the model
+        from Hugging Face, the sandbox does not); unknown yet: submit itself enforces it."""
+        session = self.wizard.session
+        if session is None or not session.downloads_models or self._state is None:
+            return []
+        try:
+            return submit_problems(parse_config(values), True)
+        except ConfigError:
+            return []
 
     def _show_preview(self) -> None:
         switcher = self.query_one(ContentSwitcher)

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from ..cloud.kube import KubeEvent
+from ..plan.pods import KubeEvent
 from ..joblog import CheckpointEvent, StepRecord
 from ..widgets.checkpoints import CheckpointsList
 from ..widgets.chrome import HeaderInfo

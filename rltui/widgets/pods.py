@@ -12,7 +12,7 @@ from typing import Callable
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ..cloud.kube import KubeEvent, PodRow, pod_row
+from ..plan.pods import KubeEvent, PodRow, pod_row
 
 COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "R", "AGE")
 FIXED = {"TYPE": 6, "NODE": 5, "PHASE": 17, "R": 2, "AGE": 5}

@@ -14,7 +14,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Input
 
 from rltui.app import RLTuiApp
-from rltui.cloud.kube import KubeEvent
+from rltui.plan.pods import KubeEvent
 from rltui.screens.monitor import MonitorScreen
 from rltui.widgets.jobstrip import JobStrip
 from rltui.widgets.logpane import BoundedLog

@@ -1,0 +1,64 @@
+"""Wiring every face shares: the endpoints (Google, or the local sandbox), the retry policy,
+the run's log file, and the one Runner of a config."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .context import Context
+
+if TYPE_CHECKING:
+    from ..cloud.endpoints import Endpoints
+    from .runner import RetryPolicy, Runner, RunEvent
+
+
+def endpoints_for(sandbox: bool) -> Endpoints:
+    """Google Cloud, or the local sandbox (started if it is not running)."""
+    from ..cloud.endpoints import Endpoints
+
+    if not sandbox:
+        return Endpoints.google()
+    from ..sandbox import manage
+
+    status = manage.read_status() or manage.start()
+    if "tool_env" not in status.info:
+        raise manage.SandboxError("the running sandbox was started by an older rltui: restart it "
+                                  "(rltui sandbox stop && rltui sandbox start)")
+    return Endpoints.sandbox(status.info)
+
+
+def retry_policy(endpoints: Endpoints) -> RetryPolicy:
+    from ..cloud.errors import CloudError
+    from .runner import RetryPolicy
+
+    # Faster sandboxes retry sooner; Google gets the usual 2 s base.
+    base = max(0.1, 2.0 * min(1.0, 60.0 * endpoints.time_scale))
+    return RetryPolicy(attempts=6, base_s=base, cap_s=60.0 * max(endpoints.time_scale * 60, 0.05),
+                       classify=lambda exc: isinstance(exc, CloudError) and exc.transient)
+
+
+def log_to_file(ctx: Context) -> Path:
+    """Diagnostics (tracebacks included) go to a private file, never to the terminal."""
+    ctx.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = ctx.run_dir / "rltui.log"
+    root = logging.getLogger("rltui")
+    if not any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        path.chmod(0o600)
+    root.setLevel(logging.INFO)
+    return path
+
+
+def make_runner(ctx: Context, listener: Callable[[RunEvent], None]) -> Runner:
+    """The plan of `ctx`'s config, its progress saved beside the run's other files."""
+    from .progress import ProgressStore
+    from .runner import Runner
+    from .steps import build_plan
+
+    log_to_file(ctx)
+    return Runner(build_plan(ctx), ctx, progress=ProgressStore(ctx.run_dir / "progress.json"),
+                  listener=listener, retry=retry_policy(ctx.endpoints))

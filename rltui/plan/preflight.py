@@ -1,0 +1,78 @@
+"""Preflight: what must hold before `up` (env.sh, gcloud's account, ADC, the tools on PATH,
+xpk's gcloud folder, the codelab's APIs). Each check passes or says its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import Problem, RLConfig
+from .codelab import APIS
+
+if TYPE_CHECKING:
+    from ..cloud.endpoints import Endpoints
+    from .context import Context
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check: passed, or the fix."""
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+
+async def auth_checks(endpoints: Endpoints) -> list[Check]:
+    """gcloud's signed-in account, and Application Default Credentials (the same check in both
+    modes: the endpoints' ADC, Google's or the sandbox's file)."""
+    from ..cloud.tools import run_tool
+
+    checks = []
+    try:
+        res = await run_tool(["gcloud", "auth", "list", "--format=json"], endpoints, timeout_s=30)
+        accounts = [a.get("account", "") for a in json.loads(res.stdout or "[]")
+                    if a.get("status") == "ACTIVE"] if res.ok else []
+        checks.append(Check("gcloud auth", bool(accounts), ", ".join(accounts),
+                            "" if accounts else "gcloud auth login"))
+    except Exception as exc:  # noqa: BLE001 - no gcloud: the tool check below says so
+        checks.append(Check("gcloud auth", False, str(exc)[:120], "install gcloud, then gcloud auth login"))
+    try:
+        await asyncio.to_thread(endpoints.credentials)
+        checks.append(Check("Application Default Credentials", True, "found"))
+    except Exception:  # noqa: BLE001 - DefaultCredentialsError and friends
+        checks.append(Check("Application Default Credentials", False, "not found",
+                            "gcloud auth application-default login"))
+    return checks
+
+
+async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem], endpoints: Endpoints,
+                    ctx: Context | None) -> list[Check]:
+    checks = [Check("env.sh", cfg is not None,
+                    f"{len(problems)} problem(s)" if problems else str(env_path),
+                    "fix the fields on the Configure screen" if problems else "")]
+    env = endpoints.subprocess_env()
+    checks += await auth_checks(endpoints)
+    for tool in ("xpk", "gcloud", "kubectl"):
+        found = shutil.which(tool, path=env.get("PATH"))
+        checks.append(Check(f"{tool} on PATH", bool(found), found or "",
+                            "" if found else (f"pip install {tool}" if tool == "xpk" else
+                                              f"install {tool} (Cloud Shell has it)")))
+    # xpk 1.16.0 exits 1 ("Failed to find gcloud credential directory") without it
+    # (xpk src/xpk/commands/cluster_gcluster.py check_gcloud_authenticated).
+    config_dir = endpoints.xpk_gcloud_dir(env)
+    checks.append(Check("gcloud config (for xpk)", config_dir.is_dir(), str(config_dir),
+                        "" if config_dir.is_dir() else "gcloud auth application-default login (it creates the folder)"))
+    if ctx is not None:
+        try:
+            missing = set(APIS) - await ctx.network.enabled_apis()
+            short = sorted(api.removesuffix(".googleapis.com") for api in missing)
+            checks.append(Check("APIs enabled", not missing, ("off: " + ", ".join(short)) if short else "all four",
+                                "the Provision screen enables them" if missing else ""))
+        except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
+            checks.append(Check("project reachable", False, str(exc)[:200], "gcloud auth application-default login"))
+    return checks
