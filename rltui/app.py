@@ -190,6 +190,12 @@ class RLTuiApp(App):
         self.bus.config.publish(state)
         self.publish_plan()
 
+    @property
+    def downloads_models(self) -> bool | None:
+        """Whether a submitted job downloads the model (so needs HF_TOKEN): the endpoints'
+        capability, None while not known (no session, or its endpoints not built yet)."""
+        return None if self.session is None else self.session.downloads_models
+
     def save_config(self, values: dict[str, str]) -> None:
         """Write the form's values (secrets included) to env.sh and republish the config."""
         path = self.session.save_env(values)

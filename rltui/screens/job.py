@@ -193,8 +193,7 @@ class JobScreen(WizardScreen):
     def _submit_problems(self, values: dict[str, str]) -> list[Problem]:
         """config.submit_problems' rule, asked of the endpoints (Google Cloud downloads the model
         from Hugging Face, the sandbox does not); unknown yet: submit itself enforces it."""
-        session = self.wizard.session
-        if session is None or not session.downloads_models or self._state is None:
+        if not self.wizard.downloads_models or self._state is None:
             return []
         try:
             return submit_problems(parse_config(values), True)

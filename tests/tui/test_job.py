@@ -24,9 +24,14 @@ class RecordingApp(RLTuiApp):
 
     CSS_PATH = RLTuiApp.CSS_PATH  # absolute: a subclass here finds the one stylesheet
 
-    def __init__(self, header: HeaderInfo = S.HEADER) -> None:
+    def __init__(self, header: HeaderInfo = S.HEADER, downloads_models: bool | None = None) -> None:
         super().__init__(session=None, header=header)
         self.calls: list[tuple[str, Any]] = []
+        self._downloads_models = downloads_models
+
+    @property
+    def downloads_models(self) -> bool | None:  # the endpoints' capability, as a Session gives it
+        return self._downloads_models
 
     def save_config(self, values: dict[str, str]) -> None:
         self.calls.append(("save", dict(values)))
@@ -161,7 +166,7 @@ async def test_an_edit_survives_a_new_env_sh_state():
 
 
 async def test_google_cloud_needs_hf_token_to_submit():
-    app = RecordingApp(HeaderInfo(mode="Google Cloud", project=S.PROJECT, clock="12:04"))
+    app = RecordingApp(HeaderInfo(mode="Google Cloud", project=S.PROJECT, clock="12:04"), downloads_models=True)
     async with app.run_test(size=SIZE) as pilot:
         state = S.config_state()
         no_token = type(state)(state.env_path, state.values, state.expressions, state.problems,
@@ -169,6 +174,18 @@ async def test_google_cloud_needs_hf_token_to_submit():
         screen = await open_job(app, pilot, no_token)
         assert screen.query_one("#job-submit", Button).disabled
         assert screen.query_one(ContentSwitcher).current == "job-files"  # the files are fine
+        assert "HF_TOKEN: needed to submit" in str(screen.query_one("#job-summary", Static).render())
+
+
+async def test_the_hf_token_rule_follows_the_endpoints_not_the_header_label():
+    """The header says SANDBOX, but these endpoints download the model: the token is needed."""
+    app = RecordingApp(HeaderInfo(mode="SANDBOX", project=S.PROJECT, clock="12:04"), downloads_models=True)
+    async with app.run_test(size=SIZE) as pilot:
+        state = S.config_state()
+        no_token = type(state)(state.env_path, state.values, state.expressions, state.problems,
+                               {"HF_TOKEN": False, "WANDB_API_KEY": False})
+        screen = await open_job(app, pilot, no_token)
+        assert screen.query_one("#job-submit", Button).disabled
         assert "HF_TOKEN: needed to submit" in str(screen.query_one("#job-summary", Static).render())
 
 
