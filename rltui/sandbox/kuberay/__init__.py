@@ -1,7 +1,7 @@
 """The sandbox's toy KubeRay operator, with the scheduler and kubelet it needs.
 
 Three roles on the daemon's event loop, all acting on the in-process KubeStore:
-- nodes: the World's GKE node pools become Node objects (rltui/sandbox/nodes.py); a Spot
+- nodes: the World's GKE node pools become Node objects (rltui/sandbox/nodes/); a Spot
   preemption takes a GPU node and its pods away, and the node comes back fresh after `spot_replace`;
 - scheduler + kubelet: every pod is bound to a node that fits it, waits for its volumes (a Lustre
   PV mounts only when its instance is ACTIVE and the PV names the instance's IP), pulls its image
