@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import urllib.parse
-from pathlib import Path
 from typing import Any, Callable
 
 CONTROL_ENV = "RLTUI_SANDBOX_CONTROL"  # the control URL when run as `python -m ...`
