@@ -9,9 +9,9 @@ enforced here, and the code that enforces it cites the row's own sources:
 | gcloud, a missing resource | rest_compute.py (Google's 404 error JSON; the real gcloud prints its two lines itself, tests/gcloud) | FACTS; kubernetes-the-hard-way 327, 684 |
 | xpk state on the Cluster Toolkit path | tools/xpk.py, xpk_names.py, world_xpk.py | xpk 1.16.0 commands/cluster_gcluster.py, core/blueprint/blueprint_generator.py |
 | xpk version | tools/xpk.py; flags in tests/data/xpk_1.16.0_flags.json; its gcloud/kubectl calls, run for real: tools/xpk_gcloud.py, xpk_commands.py | xpk 1.16.0 parser/, core/commands.py, core/gcloud_context.py, core/cluster.py |
-| Lustre CSI port | nodes.py (per-node LNet port), kuberay.py (the mount) | google-cloud-lustre 0.4.3, google-cloud-container 2.67.0 docstrings; lustre-csi-driver docs/troubleshooting.md |
-| enabling the Lustre CSI driver on a running cluster | nodes.py, world_gke_pools.py (UpdateNodePool recreation) | xpk core/cluster.py, core/nodepool.py |
-| Lustre metrics | grpc_monitoring.py, lustre_meter.py | docs.cloud.google.com/monitoring/api/metrics_gcp_i_o; managed-lustre/docs/monitoring |
+| Lustre CSI port | nodes/lustre_csi.py (per-node LNet port), kuberay/volumes.py (the mount) | google-cloud-lustre 0.4.3, google-cloud-container 2.67.0 docstrings; lustre-csi-driver docs/troubleshooting.md |
+| enabling the Lustre CSI driver on a running cluster | nodes/pools.py (the driver only on nodes registered after enablement), world_gke_pools.py (UpdateNodePool recreation) | xpk core/cluster.py, core/nodepool.py |
+| Lustre metrics | grpc_monitoring/ (metrics.py the descriptors, aggregation.py, service.py), lustre_meter.py | docs.cloud.google.com/monitoring/api/metrics_gcp_i_o; managed-lustre/docs/monitoring |
 | GKE, one operation at a time | world_gke.py (`_busy`, GKE's own upgrade after create) | cluster-api-provider-gcp 1363, rancher/gke-operator 509, terraform-provider-google 3650, 1643 |
 | PersistentVolume | kube/kinds.py, kube/store.py (422 on a source change) | kubernetes ValidatePersistentVolumeUpdate |
 | Service Networking peering delete | world_network.py (`delete_peering`, `peering_release_lag`, removePeering) | terraform-provider-google 19908, magic-modules 18476 |

@@ -1,0 +1,196 @@
+"""The head pod's Ray container: a REAL local Ray head (rltui/sandbox/rayhead.py), run as the
+kubelet runs a container. Ready once its dashboard answers, the head service's ports pointed
+at the local head's, its output copied into the pod's log; when it dies, restarted with
+CrashLoopBackOff. Its env is the container's, as the kubelet builds it, minus what KubeRay
+injects for a cluster network the local head does not have."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from rltui.sandbox import nodes as gke
+from rltui.sandbox.kube.errors import KubeError
+from rltui.sandbox.kube.store import now
+from rltui.sandbox.kuberay.pods import _Gone, _meta, _pod_status
+from rltui.sandbox.kuberay.templates import HEAD_PORTS
+from rltui.sandbox.rayhead import MAX_TEMP_DIR_CHARS, RayHead
+
+log = logging.getLogger("rltui.sandbox.kuberay")  # the logger's name from before the split
+
+# Which `ray start` port of the local head stands behind each named container port.
+LOCAL_PORT_FLAGS = {"gcs-server": "--port", "dashboard": "--dashboard-port", "client": "--ray-client-server-port"}
+# Env KubeRay injects; the local head must not get it (it would point Ray at ports it does not use).
+KUBERAY_ENV = {"RAY_CLUSTER_NAME", "RAY_CLOUD_INSTANCE_ID", "RAY_NODE_TYPE_NAME", "KUBERAY_GEN_RAY_START_CMD",
+               "RAY_USAGE_STATS_KUBERAY_IN_USE", "FQ_RAY_IP", "RAY_IP", "RAY_ADDRESS", "RAY_PORT"}
+CRASH_BACKOFF_S = 10.0
+HEAD_READY_TIMEOUT_S = 60.0
+
+
+class HeadPods:
+    """KubeRayController's head pod containers: one RayHead per running head pod."""
+
+    def _head_env(self, pod: dict) -> dict[str, str]:
+        container = (pod["spec"].get("containers") or [{}])[0]
+        env = dict(self.head_env)
+        env.update({k: v for k, v in self._resolve_env(pod, container).items() if k not in KUBERAY_ENV})
+        env["NEMO_RL_DIR"] = str(self.nemo_rl_dir)
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+        lustre = self._lustre_dir(pod)
+        if lustre is not None:
+            env["LUSTRE_MOUNT"] = str(lustre)
+        return env
+
+    def _lustre_dir(self, pod: dict) -> Path | None:
+        """The local folder of the Lustre instance behind the pod's first Lustre PVC."""
+        ns = _meta(pod)["namespace"]
+        for vol in pod["spec"].get("volumes") or []:
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            pvcs = self.store.list_sync("persistentvolumeclaims", ns, field_selector=f"metadata.name={claim}") \
+                if claim else []
+            pv_name = (pvcs[0].get("spec") or {}).get("volumeName") if pvcs else None
+            pvs = self.store.list_sync("persistentvolumes", field_selector=f"metadata.name={pv_name}") \
+                if pv_name else []
+            csi = ((pvs[0].get("spec") or {}).get("csi") or {}) if pvs else {}
+            if csi.get("driver") == gke.LUSTRE_DRIVER:
+                return self.nodes.lustre_dir(csi.get("volumeHandle", ""))
+        return None
+
+    def _temp_dir(self, uid: str) -> Path | None:
+        """Under state_dir when the path is short enough for Ray's socket paths, else Ray's own."""
+        path = (self.state_dir / "ray" / uid[:8]).absolute()
+        return path if len(str(path)) <= MAX_TEMP_DIR_CHARS else None
+
+    async def _supervise_head(self, uid: str, ns: str, name: str, adopted: bool) -> None:
+        """Run the pod's Ray head like the kubelet runs its container: Ready once the dashboard
+        answers, restarted (CrashLoopBackOff) when it dies."""
+        pod = await self._pod(uid, ns, name)
+        first = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+        # Adopted after a daemon restart: the old head process is gone, so the container restarts.
+        restarts = first.get("restartCount", 0) + (1 if adopted else 0)
+        while True:
+            pod = await self._pod(uid, ns, name)
+            container = pod["spec"]["containers"][0]["name"]
+            await self._mark_running(uid, ns, name, ready=False, restarts=restarts)
+            started = time.time()
+            head = await self._start_head(uid, pod)
+            self._spawn(self._tail(uid, ns, name, container, head))
+            try:
+                await asyncio.to_thread(head.wait_ready, HEAD_READY_TIMEOUT_S)
+                await self._pod(uid, ns, name)
+                for port_name, flag in LOCAL_PORT_FLAGS.items():
+                    port = next((p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports") or []
+                                 if p.get("name") == port_name), HEAD_PORTS[port_name])
+                    await self.store.set_port_target(ns, name, port, "127.0.0.1", head.ports[flag])
+                await self._mark_running(uid, ns, name, ready=True, restarts=restarts)
+                while head.alive():
+                    await asyncio.sleep(1.0)
+                reason = "the Ray head process exited: " + (head.log_tail(300).strip().splitlines() or [""])[-1]
+            except (RuntimeError, TimeoutError) as exc:
+                reason = str(exc).splitlines()[0]
+            except KubeError:
+                raise _Gone from None
+            self._release_head(uid)
+            restarts += 1
+            with contextlib.suppress(KubeError):
+                await self.store.append_log(ns, name, f"rltui sandbox: {reason}\n")
+            await self._mark_crashed(uid, ns, name, restarts, started, reason)
+            await self._event(pod, "Warning", "BackOff", f"Back-off restarting failed container {container} in pod "
+                              f"{name}_{ns}({uid})", "kubelet", pod["spec"].get("nodeName"))
+            await asyncio.sleep(CRASH_BACKOFF_S)
+
+    async def _mark_crashed(self, uid: str, ns: str, name: str, restarts: int, started: float, reason: str) -> None:
+        pod = await self._pod(uid, ns, name)
+        status = pod.get("status") or {}
+        node = self._node(pod["spec"].get("nodeName", "")) or {}
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+        last = {"terminated": {"exitCode": 1, "reason": "Error", "message": reason, "startedAt": stamp,
+                               "finishedAt": now()}}
+        await self._set_status(uid, ns, name, _pod_status(
+            pod, gke.internal_ip(node), status.get("startTime") or now(), pod_ip=status.get("podIP"),
+            waiting=("CrashLoopBackOff", f"back-off {CRASH_BACKOFF_S:.0f}s restarting failed container"),
+            restarts=restarts, last_state=last))
+
+    async def _tail(self, uid: str, ns: str, name: str, container: str, head: RayHead) -> None:
+        """Copy the head's output into the pod's log, line by line, while the head is this pod's."""
+        offset, partial = 0, ""
+        while True:
+            current = self._heads.get(uid) is head and head.alive()
+            with contextlib.suppress(OSError):
+                with open(head.log_path, "rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                offset += len(chunk)
+                text = partial + chunk.decode(errors="replace")
+                done, _, partial = text.rpartition("\n")
+                if done:
+                    try:
+                        await self.store.append_log(ns, name, done + "\n", container)
+                    except KubeError:
+                        return
+            if not current:
+                return
+            await asyncio.sleep(0.5)
+
+    async def _start_head(self, uid: str, pod: dict) -> RayHead:
+        """Launch the pod's head; if the pod goes meanwhile, the new process is stopped by PID."""
+        job = asyncio.ensure_future(asyncio.to_thread(RayHead.start, self._temp_dir(uid), self._head_env(pod), 1))
+        self._head_starts.add(job)
+        job.add_done_callback(self._head_starts.discard)
+        try:
+            head = await asyncio.shield(job)
+        except asyncio.CancelledError:
+            job.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self._stop_orphan(f.result()))
+            raise
+        self._heads[uid] = head
+        self._live_heads[head.pid] = head
+        self._report_children()
+        return head
+
+    def _stop_orphan(self, head: RayHead) -> None:
+        self._live_heads[head.pid] = head
+        self._report_children()
+        task = asyncio.ensure_future(self._stop_head(head))
+        self._head_stops.add(task)
+        task.add_done_callback(self._head_stops.discard)
+
+    def _release_head(self, uid: str) -> None:
+        """Stop the pod's Ray head (SIGTERM to its PID) in the background."""
+        head = self._heads.pop(uid, None)
+        if head is not None:
+            self._stop_orphan(head)
+
+    async def _stop_head(self, head: RayHead) -> None:
+        try:
+            await asyncio.to_thread(head.stop)
+        finally:
+            self._live_heads.pop(head.pid, None)
+            self._report_children()
+            temp = head.temp_dir
+            if temp.is_relative_to(self.state_dir.absolute()):
+                await asyncio.to_thread(shutil.rmtree, temp, True)
+
+    def _report_children(self) -> None:
+        pids = sorted(self._live_heads)
+        if pids != self._reported:
+            self._reported = pids
+            if self.on_children is not None:
+                try:
+                    self.on_children(pids)
+                except Exception:
+                    log.exception("kuberay: on_children failed")
+
+    @property
+    def head_pids(self) -> list[int]:
+        """PIDs of the Ray heads running now."""
+        return sorted(self._live_heads)
+
+    def dashboard_url(self) -> str | None:
+        """The local URL of a head pod's Ray dashboard (it answers once that pod is Ready), or None.
+        Clients should rather port-forward to `<name>-head-svc:8265`, as against GKE."""
+        return next((h.dashboard_url for h in self._heads.values()), None)
