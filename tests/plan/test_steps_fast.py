@@ -288,3 +288,238 @@ def test_build_plan_makes_one_step_of_each_type(ctx):
     Runner(plan, ctx)   # the runner accepts the graph (no unknown names, no cycle)
 
 
+# ---- the Runner over the real plan --------------------------------------------------------
+
+def listen(events: list) -> Callable[[Any], None]:
+    return events.append
+
+
+def said_in(events: list) -> str:
+    return "\n".join(f"{e.message}\n{e.line or ''}" for e in events)
+
+
+async def test_up_from_an_empty_project_runs_the_lustre_chain_while_xpk_runs(ctx, fast_retry):
+    plan_xpk(ctx, {"pause_s": 0.4})   # xpk makes its networks, then takes a while
+    events: list = []
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry, listener=listen(events)).up()
+    assert result.ok, result.messages
+    # xpk may make its network before network_ready's first look: then it "existed".
+    assert result.states.pop("network_ready") in (S.DONE, S.EXISTED)
+    assert set(result.states.values()) == {S.DONE}
+    cloud = ctx.cloud
+    lustre_done = next(e.at for e in events if e.step == "lustre_instance" and e.state is S.DONE)
+    addons_start = next(e.at for e in events if e.step == "addons" and e.state is S.RUNNING)
+    xpk_end = cloud.spans["xpk"][1]
+    assert lustre_done < xpk_end, "the Lustre chain waited for xpk to finish"
+    assert addons_start >= xpk_end, "the addons started before xpk finished"
+    assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"]]
+    assert any(e.step == "dashboard" and e.message.startswith("Ray dashboard at http://127.0.0.1:")
+               for e in events)
+    assert cloud.violations == []
+    assert_no_secret(said_in(events))
+
+
+async def test_a_rerun_finds_everything_and_creates_nothing_twice(ctx, fast_retry):
+    runner = Runner(build_plan(ctx), ctx, retry=fast_retry)
+    assert (await runner.up()).ok
+    calls = {c: ctx.cloud.count(c) for c in ("lustre.create", "network.create_address",
+                                              "network.connect_peering", "gke.enable_addons")}
+    second = await runner.up()
+    assert second.ok
+    assert {n: s for n, s in second.states.items() if s is not S.EXISTED} == {
+        "credentials": S.DONE, "secret": S.DONE, "dashboard": S.DONE}
+    assert len(ctx.cloud.xpk_runs) == 1
+    assert calls == {c: ctx.cloud.count(c) for c in calls} == dict.fromkeys(calls, 1)
+
+
+async def test_down_deletes_lustre_then_peering_then_address_before_the_cluster(ctx, fast_retry):
+    seed(ctx, [t.name for t in STEP_TYPES])
+    cloud = ctx.cloud
+    # Deletes that take a while: starting xpk's delete early would overlap them.
+    cloud.slow.update({"delete peering": 0.08, "delete address": 0.08})
+    events: list = []
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry, listener=listen(events)).down()
+    assert result.ok, result.messages
+    order = [(e.step, e.state) for e in events if e.kind == "state"]
+    xpk_starts = order.index(("xpk_cluster", S.RUNNING))
+    for name in ("lustre_instance", "peering", "ip_range"):
+        assert order.index((name, S.DESTROYED)) < xpk_starts, f"xpk's delete began before {name}"
+    assert result.states == {
+        "enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED, "network_ready": S.SKIPPED,
+        "ip_range": S.DESTROYED, "peering": S.DESTROYED, "lustre_instance": S.DESTROYED,
+        "addons": S.SKIPPED, "credentials": S.SKIPPED, "secret": S.DESTROYED,
+        "pv_pvc": S.DESTROYED, "raycluster": S.DESTROYED, "dashboard": S.SKIPPED}
+    span = cloud.spans
+    chain = ["delete rayclusters/ray-a4-gpu-spot",
+             "delete persistentvolumeclaims/rl-demo-gpu-lustre-pvc",
+             "delete lustre", "delete peering", "delete address", "xpk delete"]
+    for before, after in zip(chain, chain[1:]):
+        assert span[before][1] <= span[after][0], f"{after} started before {before} ended"
+    assert span["delete secrets/ray-a4-gpu-spot-job-secrets"][1] <= span["xpk delete"][0]
+    assert cloud.violations == []
+    assert (cloud.cluster, cloud.networks, cloud.addresses, cloud.peerings, cloud.instances) == (
+        None, {}, {}, {}, {})
+    assert cloud.apis == set(CODELAB_APIS)    # kept: other things may use them
+
+
+def policy(*, classify: bool = False) -> RetryPolicy:
+    """Fast backoff; `classify` as the headless CLI's: a CloudError is retried when transient."""
+    return RetryPolicy(attempts=4, base_s=0.002, cap_s=0.01, rng=random.Random(7),
+                       classify=(lambda exc: isinstance(exc, CloudError) and exc.transient)
+                       if classify else None)
+
+
+@pytest.mark.parametrize("error, classify, state, calls", [
+    (TransientError("quota hiccup"), False, S.DONE, 2),
+    (CloudError("connection reset", transient=True, code="ConnectionError"), True, S.DONE, 2),
+    (PermanentError("The range overlaps 10.0.0.0/24: pick another."), False, S.FAILED, 1),
+    (CloudError("permission denied: check `gcloud auth list`", transient=False), True,
+     S.FAILED, 1),
+], ids=["transient", "transient-cloud-error", "permanent", "permanent-cloud-error"])
+async def test_an_adapter_failure_is_retried_or_fails_the_step(ctx, error, classify, state, calls):
+    seed(ctx, ["enable_apis", "network_ready"])
+    ctx.cloud.fail("network.create_address", error)
+    runner = Runner(build_plan(ctx), ctx, retry=policy(classify=classify))
+    result = await runner.up({"lustre_instance"})
+    assert result.states["ip_range"] is state
+    assert ctx.cloud.count("network.create_address") == calls
+    attempts = {v.name: v.attempts for v in runner.snapshot()}
+    assert attempts["ip_range"] == calls
+    if state is S.FAILED:
+        assert str(error) in result.messages["ip_range"]
+        assert result.states["peering"] is result.states["lustre_instance"] is S.BLOCKED
+        assert not ctx.cloud.addresses
+    else:
+        assert result.ok and ctx.cloud.instances
+
+
+async def test_xpk_that_stops_without_a_cloud_failure_is_run_again(ctx, fast_retry):
+    seed(ctx, ["enable_apis"])
+    plan_xpk(ctx, {"exit": 1, "stderr": "ERROR: Connection reset by peer"})
+    runner = Runner(build_plan(ctx), ctx, retry=fast_retry)
+    result = await runner.up({"xpk_cluster"})
+    assert result.states["xpk_cluster"] is S.DONE
+    assert [r.code for r in ctx.cloud.xpk_runs] == [1, 0]
+    assert ctx.cloud.cluster.resource_labels["managed-by"] == "rltui"
+
+
+async def test_xpk_whose_node_pool_failed_in_gke_is_not_run_again(ctx, fast_retry):
+    seed(ctx, ["enable_apis"])
+    quota = "Insufficient regional quota to satisfy request: PREEMPTIBLE_NVIDIA_B200_GPUS"
+    plan_xpk(ctx, {"fail_op": quota, "exit": 1, "stderr": "ERROR: gcluster deploy failed"})
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).up({"addons"})
+    assert result.states == {"enable_apis": S.EXISTED, "xpk_cluster": S.FAILED,
+                             "addons": S.BLOCKED}
+    assert len(ctx.cloud.xpk_runs) == 1
+    message = result.messages["xpk_cluster"]
+    assert quota in message and "gcluster deploy failed" in message
+
+
+async def test_a_lustre_create_that_fails_late_fails_the_step_once(ctx, fast_retry):
+    seed(ctx, ["enable_apis", "network_ready", "ip_range", "peering"])
+    ctx.cloud.lustre_late_failure = "RESOURCE_EXHAUSTED: no capacity in us-east1-b"
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).up({"lustre_instance"})
+    assert result.states["lustre_instance"] is S.FAILED
+    assert result.messages["lustre_instance"] == (
+        "Lustre create failed: RESOURCE_EXHAUSTED: no capacity in us-east1-b")
+    assert ctx.cloud.count("lustre.create") == 1
+
+
+# ---- xpk's state folder lost: ownership from the cloud's label -----------------------------
+
+async def test_down_without_xpk_state_deletes_a_labelled_cluster_and_its_networks(ctx):
+    seed(ctx, ["enable_apis"])
+    ctx.cloud.seed_cluster(labelled=True)        # no blueprint in ctx.xpk_dir
+    step = {s.name: s for s in build_plan(ctx)}["xpk_cluster"]
+    said = Said()
+    await step.destroy(ctx, said.out())
+    assert ctx.cloud.cluster is None and ctx.cloud.xpk_runs == []
+    assert (ctx.cloud.networks, ctx.cloud.subnets, ctx.cloud.firewall_rules) == ({}, {}, {})
+    assert "through the GKE API" in said.notes[0]
+    assert (await step.probe(ctx)).exists is False
+
+
+async def test_down_leaves_an_unlabelled_cluster_without_xpk_state_alone(ctx, fast_retry):
+    seed(ctx, ["enable_apis"])
+    ctx.cloud.seed_cluster(labelled=False)
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down({"xpk_cluster"})
+    assert result.states["xpk_cluster"] is S.FAILED
+    assert "not rltui's, left alone" in result.messages["xpk_cluster"]
+    assert ctx.cloud.cluster is not None and ctx.cloud.networks
+    assert ctx.cloud.count("gke.delete") == 0 and ctx.cloud.xpk_runs == []
+
+
+async def test_a_lustre_instance_down_cannot_delete_keeps_the_cluster(ctx, fast_retry):
+    seed(ctx, [t.name for t in STEP_TYPES])
+    ctx.cloud.instances[ctx.cfg.lustre_instance_id].labels.clear()    # not made by rltui
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
+    assert result.states["lustre_instance"] is S.FAILED
+    assert "was not created by rltui" in result.messages["lustre_instance"]
+    assert {n: result.states[n] for n in ("peering", "ip_range", "xpk_cluster")} == dict.fromkeys(
+        ("peering", "ip_range", "xpk_cluster"), S.BLOCKED)
+    assert ctx.cloud.instances and ctx.cloud.peerings and ctx.cloud.cluster is not None
+    assert ctx.cloud.xpk_runs == []
+
+
+async def test_a_peering_that_cannot_be_deleted_does_not_keep_the_gpu_cluster(ctx, fast_retry):
+    seed(ctx, [t.name for t in STEP_TYPES])
+    ctx.cloud.fail("network.delete_peering",
+                   CloudError("delete peering: permission denied", transient=False, code="403"))
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
+    assert result.states["peering"] is S.FAILED and result.states["ip_range"] is S.BLOCKED
+    assert ctx.cloud.cluster is None                   # the billed GPUs are gone
+    assert [r.argv[:2] for r in ctx.cloud.xpk_runs] == [["cluster", "delete"]]
+    # the network the peering holds stays, and down says so
+    assert ctx.cloud.held_networks() == ["ray-a4-gpu-spot-net-0"]
+    assert result.states["xpk_cluster"] is S.FAILED
+    assert "already being used" in result.messages["xpk_cluster"]
+
+
+# ---- half-right objects: the probe says "not ready" and apply repairs them ------------------
+
+async def test_a_peering_without_our_range_is_repaired(ctx):
+    seed(ctx, ["enable_apis", "network_ready", "ip_range"])
+    ctx.cloud.peerings[ctx.cfg.network] = ctx.cloud._connection(ctx.cfg.network, ["other-range"])
+    step = {s.name: s for s in build_plan(ctx)}["peering"]
+    probe = await step.probe(ctx)
+    assert (probe.exists, probe.ready) == (True, False)
+    await step.apply(ctx, StepOutput())
+    assert ctx.cloud.peerings[ctx.cfg.network]["reservedPeeringRanges"] == [ctx.cfg.address_name]
+    assert (await step.probe(ctx)).ready
+
+
+async def test_addons_use_the_legacy_lustre_port_for_an_instance_made_with_gke_support(ctx):
+    seed(ctx, ["enable_apis", "xpk_cluster", "network_ready", "ip_range", "peering"])
+    ctx.cloud.seed_lustre(gke_support_enabled=True)
+    step = {s.name: s for s in build_plan(ctx)}["addons"]
+    await step.apply(ctx, StepOutput())
+    assert ctx.cloud.cluster.addons_config.lustre_csi_driver_config.enable_legacy_lustre_port
+    probe = await step.probe(ctx)
+    assert (probe.exists, probe.ready) == (True, True)
+
+
+def _point_pv_elsewhere(ctx: FakeContext) -> None:
+    pv = ctx.cloud.objects[("persistentvolumes", ctx.cfg.pv_name)]
+    pv["spec"]["csi"]["volumeAttributes"]["ip"] = "10.1.1.1"    # an earlier Lustre instance
+
+
+async def test_a_pv_pointing_at_an_old_lustre_ip_is_recreated(ctx):
+    seed(ctx, [n for n in SEEDS if n not in ("raycluster", "dashboard")])
+    _point_pv_elsewhere(ctx)
+    step = {s.name: s for s in build_plan(ctx)}["pv_pvc"]
+    probe = await step.probe(ctx)
+    assert (probe.exists, probe.ready, probe.detail) == (True, False, "ip 10.1.1.1")
+    await step.apply(ctx, StepOutput())
+    pv = ctx.cloud.objects[("persistentvolumes", ctx.cfg.pv_name)]
+    assert pv["spec"]["csi"]["volumeAttributes"]["ip"] == "10.90.0.2"
+    assert (await step.probe(ctx)).ready and ctx.cloud.violations == []
+
+
+async def test_a_pv_pointing_at_an_old_ip_in_use_is_left_with_advice(ctx):
+    seed(ctx, [n for n in SEEDS if n != "dashboard"])
+    _point_pv_elsewhere(ctx)
+    step = {s.name: s for s in build_plan(ctx)}["pv_pvc"]
+    with pytest.raises(PermanentError, match=r"delete the RayCluster \(kubectl delete raycluster"
+                                             r" ray-a4-gpu-spot\), then run up again"):
+        await step.apply(ctx, StepOutput())
+    assert ctx.cloud.kube_objects("persistentvolumeclaims") == [ctx.cfg.pvc_name]
