@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test sandbox screens
+.PHONY: test lint sandbox screens
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP)
+# ruff, then mypy: both bare, so they check what pyproject.toml names (the whole tree; rltui).
+lint: $(STAMP)
+	$(BIN)/python -m ruff check
+	$(BIN)/python -m mypy
+
+# The linters first: a lint failure stops here, before the (minutes-long) suite.
+test: lint
 	$(BIN)/python -m pytest
 
 # The wizard against the local sandbox; env.sh (git-ignored, 0600) starts as the sandbox example.

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Union
 
-from .atomic import write_private
+from .atomic import write_private as write_private  # re-exported: cli and headless use it
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ASSIGN = re.compile(r"^(?P<indent>[ \t]*)(?P<export>export[ \t]+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
@@ -39,7 +39,7 @@ class Ref:
     name: str
 
 
-Segment = Union[str, Ref]
+Segment = str | Ref
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Verbatim:
     raw: str
 
 
-Line = Union[Assignment, Verbatim]
+Line = Assignment | Verbatim
 
 
 def _parse_value(text: str, pos: int, source: str, lineno: int, name: str,
@@ -186,7 +186,7 @@ class EnvFile:
     newline_at_end: bool = True
 
     @classmethod
-    def parse(cls, text: str, source: str = "env.sh") -> "EnvFile":
+    def parse(cls, text: str, source: str = "env.sh") -> EnvFile:
         known: set[str] = set()
         lines: list[Line] = []
         raw_lines = text.split("\n")
@@ -204,7 +204,7 @@ class EnvFile:
         return cls(lines, source, newline_at_end or not raw_lines)
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> "EnvFile":
+    def read(cls, path: str | os.PathLike[str]) -> EnvFile:
         p = Path(path)
         try:
             data = p.read_bytes()

@@ -17,8 +17,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = (120, 40)
@@ -40,6 +41,8 @@ async def _until(what: str, check: Callable[[], Any], pilot: Any, timeout_s: flo
 
 
 async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Path]:
+    from textual.widgets import Input
+
     from .app import RLTuiApp
     from .cloud.endpoints import Endpoints
     from .plan.step import StepState
@@ -106,7 +109,9 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
                 app.refresh_inventory()
                 await _until("the inventory", lambda: bus.inventory.last, pilot, 60)
                 screen = app.screen
-                name_input = screen.query_one("Input")
+                name_input = screen.query_one("Input", Input)
+                if session.cfg is None:
+                    raise RuntimeError("gallery: the session has no configuration at teardown")
                 name_input.value = session.cfg.cluster_name
                 await shot("teardown")
                 app.action_help()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Literal, Union
+from typing import Literal, TypedDict, Unpack
 
 MAX_LINE_CHARS = 64 * 1024  # longer lines are truncated: memory stays constant
 MAX_BLOCK_ITEMS = 64  # bullets kept per block; more still belong but are dropped
@@ -143,12 +143,12 @@ class RunEnded:
     reason: Literal["max_steps", "timeout"]
 
 
-Event = Union[
-    LogLine, EpochStarted, StepStarted, PhaseStarted, LoggedData, TrainingResults,
-    TimingTable, PerformanceMetrics, ValidationStarted, ValidationResults,
-    CheckpointDirectory, DataloaderLoaded, CheckpointSaveStarted, CheckpointPruned,
-    CheckpointEvent, RunEnded,
-]
+Event = (
+    LogLine | EpochStarted | StepStarted | PhaseStarted | LoggedData | TrainingResults
+    | TimingTable | PerformanceMetrics | ValidationStarted | ValidationResults
+    | CheckpointDirectory | DataloaderLoaded | CheckpointSaveStarted | CheckpointPruned
+    | CheckpointEvent | RunEnded
+)
 
 # --------------------------------------------------------------------- patterns
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -227,7 +227,7 @@ def strip_ansi(text: str) -> str:
 class _Block:
     """An open multi-line block: its bullets, until a line that is not one."""
 
-    __slots__ = ("kind", "items", "done")
+    __slots__ = ("done", "items", "kind")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -470,6 +470,21 @@ class StepRecord:
         return StepStarted(self.step, self.total_steps, self.epoch).global_step
 
 
+class _StepChanges(TypedDict, total=False):
+    """The StepRecord fields that later log lines of a step fill in (RunTracker._set)."""
+
+    loss: float | None
+    avg_reward: float | None
+    step_time_s: float | None
+    checkpoint_s: float | None
+    val_accuracy: float | None
+    avg_filtered_reward: float | None
+    mean_generation_length: float | None
+    tokens_per_sec_per_gpu: float | None
+    mfu_percent: float | None
+    checkpoint_path: str | None
+
+
 @dataclass(slots=True)
 class RunTracker:
     """Folds events into one StepRecord per step, plus run-wide facts."""
@@ -533,10 +548,10 @@ class RunTracker:
                                  checkpoint_path=event.path)
         return None
 
-    def _set(self, key: int | None, **changes: object) -> StepRecord | None:
+    def _set(self, key: int | None, **changes: Unpack[_StepChanges]) -> StepRecord | None:
         record = self._records.get(key) if key is not None else None
-        if record is None:  # e.g. validation at step 0 (val_at_start), or a log cut mid-step
-            return None
+        if key is None or record is None:
+            return None  # e.g. validation at step 0 (val_at_start), or a log cut mid-step
         record = replace(record, **changes)
         self._records[key] = record
         return record

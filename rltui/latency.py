@@ -53,7 +53,7 @@ class LatencyProfile:
     path: Path
 
     @classmethod
-    def load(cls, path: Path | None = None) -> "LatencyProfile":
+    def load(cls, path: Path | None = None) -> LatencyProfile:
         """Read a profile file (default: the packaged reference); ValueError names file and key."""
         path = Path(path) if path is not None else REFERENCE_FILE
         try:

@@ -14,9 +14,13 @@ this value for clients.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import grpc
 
 # Per-call deadline for unary Google calls (the clients have none by default).
 CALL_TIMEOUT_S = 30.0
@@ -42,11 +46,11 @@ class Endpoints:
     downloads_models: bool = True
 
     @classmethod
-    def google(cls) -> "Endpoints":
+    def google(cls) -> Endpoints:
         return cls(label="Google Cloud")
 
     @classmethod
-    def sandbox(cls, status: Mapping[str, Any]) -> "Endpoints":
+    def sandbox(cls, status: Mapping[str, Any]) -> Endpoints:
         """From `rltui sandbox status --json` (the daemon's daemon.json)."""
         adc_file = Path(status["adc"])
         return cls(
@@ -66,10 +70,11 @@ class Endpoints:
 
     # --- Google clients (async, built inside a running loop) ---
 
-    def _channel(self) -> Any:
+    @staticmethod
+    def _channel(target: str) -> grpc.aio.Channel:
         import grpc
 
-        return grpc.aio.insecure_channel(self.grpc_target)
+        return grpc.aio.insecure_channel(target)
 
     def lustre(self) -> Any:
         from google.cloud import lustre_v1
@@ -77,37 +82,35 @@ class Endpoints:
 
         if self.grpc_target is None:
             return lustre_v1.LustreAsyncClient()
-        return lustre_v1.LustreAsyncClient(transport=LustreGrpcAsyncIOTransport(channel=self._channel()))
+        return lustre_v1.LustreAsyncClient(
+            transport=LustreGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
 
     def container(self) -> Any:
         from google.cloud import container_v1
-        from google.cloud.container_v1.services.cluster_manager.transports import (
-            ClusterManagerGrpcAsyncIOTransport)
+        from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcAsyncIOTransport
 
         if self.grpc_target is None:
             return container_v1.ClusterManagerAsyncClient()
         return container_v1.ClusterManagerAsyncClient(
-            transport=ClusterManagerGrpcAsyncIOTransport(channel=self._channel()))
+            transport=ClusterManagerGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
 
     def monitoring(self) -> Any:
         from google.cloud import monitoring_v3
-        from google.cloud.monitoring_v3.services.metric_service.transports import (
-            MetricServiceGrpcAsyncIOTransport)
+        from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcAsyncIOTransport
 
         if self.grpc_target is None:
             return monitoring_v3.MetricServiceAsyncClient()
         return monitoring_v3.MetricServiceAsyncClient(
-            transport=MetricServiceGrpcAsyncIOTransport(channel=self._channel()))
+            transport=MetricServiceGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
 
     def service_usage(self) -> Any:
         from google.cloud import service_usage_v1
-        from google.cloud.service_usage_v1.services.service_usage.transports import (
-            ServiceUsageGrpcAsyncIOTransport)
+        from google.cloud.service_usage_v1.services.service_usage.transports import ServiceUsageGrpcAsyncIOTransport
 
         if self.grpc_target is None:
             return service_usage_v1.ServiceUsageAsyncClient()
         return service_usage_v1.ServiceUsageAsyncClient(
-            transport=ServiceUsageGrpcAsyncIOTransport(channel=self._channel()))
+            transport=ServiceUsageGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
 
     def compute(self, kind: str) -> Any:
         """A google-cloud-compute client (REST, sync: call it in a thread), e.g. "Networks"."""

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from google.api_core.exceptions import GoogleAPICallError
 
 T = TypeVar("T")
 
@@ -49,12 +53,45 @@ def error_reason(exc: BaseException) -> tuple[str, dict[str, str]]:
     metadata = getattr(exc, "metadata", None)
     if not isinstance(reason, str):
         return "", {}
-    return reason, dict(metadata) if hasattr(metadata, "items") else {}
+    return reason, dict(metadata) if metadata is not None and hasattr(metadata, "items") else {}
 
 
 def api_disabled(exc: BaseException) -> bool:
     """A refusal because the API is off (reason SERVICE_DISABLED): nothing of it can exist."""
     return error_reason(exc)[0] == DISABLED_REASON
+
+
+def _google_error(exc: GoogleAPICallError, prefix: str, text: str, name: str) -> CloudError:
+    """`classify` for google-api-core's errors: by class and ErrorInfo reason."""
+    from google.api_core import exceptions as gexc
+
+    reason, metadata = error_reason(exc)
+    if isinstance(exc, (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Aborted,
+                        gexc.InternalServerError, gexc.BadGateway, gexc.GatewayTimeout,
+                        gexc.Unknown)) or (isinstance(exc, gexc.TooManyRequests)
+                                           and not isinstance(exc, gexc.ResourceExhausted)):
+        return CloudError(prefix + text, transient=True, code=name)
+    if reason == BUSY_REASON:
+        return CloudError(prefix + text, transient=True, code="ClusterBusy")
+    if reason == DISABLED_REASON:
+        api = metadata.get("service", "the")
+        return CloudError(prefix + f"the {api} API is not enabled: run `gcloud services"
+                          f" enable {api}`", transient=False, code="ApiDisabled")
+    if isinstance(exc, gexc.ResourceExhausted):
+        # A rate limit (or no reason at all) passes; a quota reason does not.
+        if not reason or reason in RATE_REASONS:
+            return CloudError(prefix + text, transient=True, code=name)
+        return CloudError(prefix + f"{text}: request more quota in the console"
+                          " (IAM & Admin > Quotas) or use a smaller setup",
+                          transient=False, code="QuotaExceeded")
+    if isinstance(exc, (gexc.PermissionDenied, gexc.Forbidden)):
+        return CloudError(prefix + f"{text}: check `gcloud auth list` and that your account"
+                          " has the role for this (e.g. roles/container.admin,"
+                          " roles/lustre.admin)", transient=False, code=name)
+    if isinstance(exc, (gexc.Unauthenticated, gexc.Unauthorized)):
+        return CloudError(prefix + "not signed in: run `gcloud auth application-default"
+                          " login`", transient=False, code=name)
+    return CloudError(prefix + text, transient=False, code=name)
 
 
 def classify(exc: BaseException, what: str = "") -> CloudError:
@@ -68,43 +105,19 @@ def classify(exc: BaseException, what: str = "") -> CloudError:
     try:
         from google.api_core import exceptions as gexc
     except ImportError:  # pragma: no cover - google libraries are a dependency
-        gexc = None
-    if gexc is not None and isinstance(exc, gexc.GoogleAPICallError):
-        reason, metadata = error_reason(exc)
-        if isinstance(exc, (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Aborted,
-                            gexc.InternalServerError, gexc.BadGateway, gexc.GatewayTimeout,
-                            gexc.Unknown)) or (isinstance(exc, gexc.TooManyRequests)
-                                               and not isinstance(exc, gexc.ResourceExhausted)):
-            return CloudError(prefix + text, transient=True, code=name)
-        if reason == BUSY_REASON:
-            return CloudError(prefix + text, transient=True, code="ClusterBusy")
-        if reason == DISABLED_REASON:
-            api = metadata.get("service", "the")
-            return CloudError(prefix + f"the {api} API is not enabled: run `gcloud services"
-                              f" enable {api}`", transient=False, code="ApiDisabled")
-        if isinstance(exc, gexc.ResourceExhausted):
-            # A rate limit (or no reason at all) passes; a quota reason does not.
-            if not reason or reason in RATE_REASONS:
-                return CloudError(prefix + text, transient=True, code=name)
-            return CloudError(prefix + f"{text}: request more quota in the console"
-                              " (IAM & Admin > Quotas) or use a smaller setup",
-                              transient=False, code="QuotaExceeded")
-        if isinstance(exc, (gexc.PermissionDenied, gexc.Forbidden)):
-            return CloudError(prefix + f"{text}: check `gcloud auth list` and that your account"
-                              " has the role for this (e.g. roles/container.admin,"
-                              " roles/lustre.admin)", transient=False, code=name)
-        if isinstance(exc, (gexc.Unauthenticated, gexc.Unauthorized)):
-            return CloudError(prefix + "not signed in: run `gcloud auth application-default"
-                              " login`", transient=False, code=name)
-        return CloudError(prefix + text, transient=False, code=name)
+        pass
+    else:
+        if isinstance(exc, gexc.GoogleAPICallError):
+            return _google_error(exc, prefix, text, name)
     try:
         from google.auth import exceptions as aexc
     except ImportError:  # pragma: no cover
-        aexc = None
-    if aexc is not None and isinstance(exc, (aexc.DefaultCredentialsError, aexc.RefreshError)):
-        return CloudError(prefix + "no usable Application Default Credentials: run `gcloud auth"
-                          " application-default login`, then try again", transient=False,
-                          code="NoCredentials")
+        pass
+    else:
+        if isinstance(exc, (aexc.DefaultCredentialsError, aexc.RefreshError)):
+            return CloudError(prefix + "no usable Application Default Credentials: run `gcloud auth"
+                              " application-default login`, then try again", transient=False,
+                              code="NoCredentials")
     status = _status_code(exc)
     if name == "ApiException" and status is not None:  # kubernetes
         if status == 429 or status >= 500:

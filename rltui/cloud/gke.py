@@ -12,6 +12,7 @@ recreate_nodes_in_existing_node_pools): `recreate_node_pool` does the same throu
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from typing import Any
 
@@ -121,9 +122,9 @@ class GkeAdapter:
 
         await self._operation(call, f"recreate nodes of {pool}", expected_s=expected_s)
 
-    async def operations(self) -> list[Any]:
+    async def operations(self) -> builtins.list[Any]:
         """This cluster's operations (GKE's own included), oldest first."""
-        async def call() -> list[Any]:
+        async def call() -> builtins.list[Any]:
             resp = await self.client.list_operations(
                 parent=f"projects/{self.project}/locations/{self.region}", timeout=CALL_TIMEOUT_S)
             return [op for op in resp.operations
@@ -174,8 +175,8 @@ class GkeAdapter:
         if op is not None:
             await self.wait_operation(op.name, expected_s=expected_s)
 
-    async def node_pools(self) -> list[Any]:
-        async def call() -> list[Any]:
+    async def node_pools(self) -> builtins.list[Any]:
+        async def call() -> builtins.list[Any]:
             resp = await self.client.list_node_pools(parent=self.name, timeout=CALL_TIMEOUT_S)
             return list(resp.node_pools)
 

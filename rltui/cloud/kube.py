@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextlib
 import json
 import logging
 import random
 import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, classify, retry
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A Kubernetes object as the API server sends it (JSON): what apply/get/list/watch deal in.
+Obj = dict[str, Any]
 
 # A watch asks the server to end it after this long and then resumes: a silently dead
 # connection is noticed within this window plus the client's margin.
@@ -62,7 +68,7 @@ class KubeEvent:
     """ADDED / MODIFIED / DELETED with the object, or SYNCED (obj {}) once the current state
     has been delivered (after the first list and after every relist)."""
     type: str
-    obj: dict
+    obj: Obj
 
 
 @dataclass(frozen=True)
@@ -92,12 +98,12 @@ def kind_of(name: str) -> Kind:
     return found
 
 
-def _key(obj: dict) -> tuple[str, str]:
+def _key(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace", ""), meta.get("name", "")
 
 
-def _redact(kind: Kind, obj: dict) -> dict:
+def _redact(kind: Kind, obj: Obj) -> Obj:
     """A Secret as returned to callers: keys kept, values never."""
     if kind.plural != "secrets":
         return obj
@@ -110,6 +116,12 @@ def _redact(kind: Kind, obj: dict) -> dict:
 
 def _backoff(attempt: int, base_s: float, cap_s: float = 10.0) -> float:
     return random.uniform(0, min(cap_s, base_s * 2 ** attempt))
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, Any]:
+    """The list/watch query arguments that are set (passed on to the client as keywords)."""
+    return {key: v for key, v in (("label_selector", label_selector),
+                                  ("field_selector", field_selector)) if v}
 
 
 class KubeAdapter:
@@ -148,7 +160,8 @@ class KubeAdapter:
             self.api = None
 
     # ----- one request ------------------------------------------------------------------
-    def _method(self, verb: str, kind: Kind, namespace: str | None) -> tuple[Callable, dict]:
+    def _method(self, verb: str, kind: Kind, namespace: str | None
+                ) -> tuple[Callable[..., Awaitable[Any]], dict[str, str]]:
         if self.api is None:
             raise RuntimeError("KubeAdapter.connect() first")
         ns = {"namespace": namespace or self.namespace} if kind.namespaced else {}
@@ -160,7 +173,7 @@ class KubeAdapter:
         return getattr(self._core, f"{verb}_{kind.stem}_without_preload_content"), ns
 
     async def _call(self, verb: str, kind: Kind, namespace: str | None = None,
-                    timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> dict:
+                    timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> Obj:
         """One request; a non-2xx answer becomes ApiException(status, reason) for `classify`."""
         from kubernetes.aio.client.exceptions import ApiException
 
@@ -171,7 +184,8 @@ class KubeAdapter:
         finally:
             resp.release()
         if 200 <= resp.status < 300:
-            return json.loads(raw) if raw.strip() else {}
+            obj: Obj = json.loads(raw) if raw.strip() else {}
+            return obj
         reason = resp.reason or ""
         try:
             status = json.loads(raw)
@@ -185,7 +199,7 @@ class KubeAdapter:
             await asyncio.sleep(min(float(resp.headers["Retry-After"]), 10.0))
         raise exc
 
-    async def _retry(self, what: str, call: Callable[[], Any], secret: bool = False) -> Any:
+    async def _retry(self, what: str, call: Callable[[], Awaitable[T]], secret: bool = False) -> T:
         try:
             return await retry(call, what=what, base_s=self.backoff_s, timeout_s=CALL_TIMEOUT_S + 5)
         except CloudError as err:
@@ -194,14 +208,14 @@ class KubeAdapter:
             raise
 
     # ----- objects ----------------------------------------------------------------------
-    async def apply(self, obj: dict) -> dict:
+    async def apply(self, obj: Obj) -> Obj:
         """Create; if it exists, merge-patch it to the manifest (a re-run changes nothing)."""
         kind = kind_of(obj.get("kind", ""))
         meta = obj.get("metadata") or {}
         name, ns = meta.get("name", ""), meta.get("namespace")
         what = f"apply {kind.kind} {name}"
 
-        async def call() -> dict:
+        async def call() -> Obj:
             from kubernetes.aio.client.exceptions import ApiException
             try:
                 return await self._call("create", kind, ns, body=obj)
@@ -216,10 +230,10 @@ class KubeAdapter:
                  (result.get("metadata") or {}).get("resourceVersion"))
         return _redact(kind, result)
 
-    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         k = kind_of(kind)
 
-        async def call() -> dict | None:
+        async def call() -> Obj | None:
             from kubernetes.aio.client.exceptions import ApiException
             try:
                 return await self._call("read", k, namespace, name=name)
@@ -232,15 +246,14 @@ class KubeAdapter:
         return None if found is None else _redact(k, found)
 
     async def _list_raw(self, k: Kind, label_selector: str | None, field_selector: str | None,
-                        namespace: str | None = None) -> dict:
-        query = {key: v for key, v in (("label_selector", label_selector),
-                                        ("field_selector", field_selector)) if v}
+                        namespace: str | None = None) -> Obj:
+        query = _selectors(label_selector, field_selector)
         return await self._retry(f"list {k.plural}",
                                  lambda: self._call("list", k, namespace, **query),
                                  secret=k.plural == "secrets")
 
     async def list(self, kind: str, label_selector: str | None = None, *,
-                   field_selector: str | None = None) -> list[dict]:
+                   field_selector: str | None = None) -> builtins.list[Obj]:
         k = kind_of(kind)
         listing = await self._list_raw(k, label_selector, field_selector)
         return [_redact(k, item) for item in listing.get("items") or []]
@@ -272,21 +285,22 @@ class KubeAdapter:
                              " (a finalizer may be holding it)", transient=True,
                              code="Timeout") from None
 
-    async def events(self, involved_name: str | None = None) -> list[dict]:
+    async def events(self, involved_name: str | None = None) -> builtins.list[Obj]:
         """Events (optionally of one object), oldest first."""
         selector = f"involvedObject.name={involved_name}" if involved_name else None
         items = await self.list("events", field_selector=selector)
 
-        def when(ev: dict) -> str:
-            return ev.get("lastTimestamp") or ev.get("eventTime") or \
+        def when(ev: Obj) -> str:
+            stamp: str = ev.get("lastTimestamp") or ev.get("eventTime") or \
                 (ev.get("metadata") or {}).get("creationTimestamp") or ""
+            return stamp
         return sorted(items, key=when)
 
     # ----- watches ----------------------------------------------------------------------
     async def watch(self, kind: str, *, label_selector: str | None = None,
                     field_selector: str | None = None, namespace: str | None = None,
                     window_s: int = WATCH_WINDOW_S, give_up_s: float = 300.0
-                    ) -> AsyncIterator[KubeEvent]:
+                    ) -> AsyncGenerator[KubeEvent, None]:
         """The current objects as ADDED, SYNCED, then changes, for as long as the caller iterates.
 
         A cut or ended stream resumes from the last resourceVersion seen (bookmarks included);
@@ -294,7 +308,7 @@ class KubeAdapter:
         jitter; after `give_up_s` of nothing but failures the last one is raised.
         """
         k = kind_of(kind)
-        known: dict[tuple[str, str], dict] = {}
+        known: dict[tuple[str, str], Obj] = {}
         rv: str | None = None
         failing_since: float | None = None
         attempt = 0
@@ -304,8 +318,8 @@ class KubeAdapter:
                     listing = await self._list_raw(k, label_selector, field_selector, namespace)
                     rv = (listing.get("metadata") or {}).get("resourceVersion") or "0"
                     current = {_key(o): o for o in listing.get("items") or []}
-                    for event in _difference(known, current):
-                        yield KubeEvent(event.type, _redact(k, event.obj))
+                    for missed in _difference(known, current):
+                        yield KubeEvent(missed.type, _redact(k, missed.obj))
                     known = current
                     yield KubeEvent("SYNCED", {"count": len(known)})
                 opened, lines = time.monotonic(), 0
@@ -338,12 +352,11 @@ class KubeAdapter:
 
     async def _stream(self, k: Kind, rv: str, label_selector: str | None,
                       field_selector: str | None, namespace: str | None,
-                      window_s: int) -> AsyncIterator[tuple[KubeEvent | None, str]]:
+                      window_s: int) -> AsyncGenerator[tuple[KubeEvent | None, str], None]:
         """One watch request: (event or None for a bookmark, its resourceVersion) per line."""
         from kubernetes.aio.client.exceptions import ApiException
 
-        query = {key: v for key, v in (("label_selector", label_selector),
-                                        ("field_selector", field_selector)) if v}
+        query = _selectors(label_selector, field_selector)
         fn, args = self._method("list", k, namespace)
         try:
             resp = await fn(**args, **query, watch=True, resource_version=rv,
@@ -384,7 +397,7 @@ class KubeAdapter:
     # ----- RayCluster -------------------------------------------------------------------
     async def wait_raycluster_ready(self, name: str,
                                     on_update: Callable[[RayClusterHealth], Any] | None = None,
-                                    timeout_s: float = 1800.0) -> dict:
+                                    timeout_s: float = 1800.0) -> Obj:
         """Wait until every worker and the head are ready; `on_update` on every change."""
         last: RayClusterHealth | None = None
         seen = False
@@ -419,8 +432,8 @@ class _Gone(Exception):
     """410: the resourceVersion is no longer in the server's history."""
 
 
-def _difference(known: dict[tuple[str, str], dict],
-                current: dict[tuple[str, str], dict]) -> list[KubeEvent]:
+def _difference(known: dict[tuple[str, str], Obj],
+                current: dict[tuple[str, str], Obj]) -> list[KubeEvent]:
     """What a watcher missed between two lists, as the events it would have seen."""
     out = [KubeEvent("DELETED", obj) for key, obj in known.items() if key not in current]
     for key, obj in current.items():
@@ -433,14 +446,15 @@ def _difference(known: dict[tuple[str, str], dict],
     return out
 
 
-def _condition(obj: dict, kind: str) -> dict:
+def _condition(obj: Obj, kind: str) -> Obj:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind:
-            return cond
+            found: Obj = cond
+            return found
     return {}
 
 
-def raycluster_health(rc: dict) -> RayClusterHealth:
+def raycluster_health(rc: Obj) -> RayClusterHealth:
     """Ready = readyWorkerReplicas == desiredWorkerReplicas and HeadPodReady True (not `state`)."""
     status = rc.get("status") or {}
     ready_workers = int(status.get("readyWorkerReplicas") or 0)
@@ -461,24 +475,24 @@ def _parse_time(stamp: str | None) -> float | None:
     if not stamp:
         return None
     try:
-        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
 
-def preempted(pod: dict, *, gone: bool = False) -> bool:
+def preempted(pod: Obj, *, gone: bool = False) -> bool:
     """Killed by a Spot preemption / node loss: marked so by the kubelet or pod GC, or (`gone`)
     deleted without ever showing Terminating, as the sandbox's pod GC does."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if status.get("reason") in PREEMPTED_REASONS:
         return True
-    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"), {})
+    cond: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"), {})
     if cond.get("status") == "True" and cond.get("reason") in DISRUPTION_REASONS:
         return True
     return gone and not meta.get("deletionTimestamp")
 
 
-def _phase(pod: dict) -> str:
+def _phase(pod: Obj) -> str:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     phase = status.get("phase") or "Pending"
     shown = status.get("reason") or phase
@@ -496,7 +510,7 @@ def _phase(pod: dict) -> str:
     return shown
 
 
-def pod_row(pod: dict, *, gone: bool = False, now: float | None = None) -> PodRow:
+def pod_row(pod: Obj, *, gone: bool = False, now: float | None = None) -> PodRow:
     """One row of the pods table; `gone` for a pod a watch reported DELETED."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     if preempted(pod, gone=gone):
@@ -541,6 +555,7 @@ async def gke_configuration(cluster: Any, creds: Any) -> Any:
     cfg = Configuration(host=f"https://{cluster.endpoint}")
     cfg.ca_cert_data = base64.b64decode(cluster.master_auth.cluster_ca_certificate).decode()
     cfg.api_key_prefix["BearerToken"] = "Bearer"
-    cfg.refresh_api_key_hook = refresh
+    # The generated Configuration declares the hook only as `self.refresh_api_key_hook = None`.
+    cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]
     await refresh(cfg)
     return cfg

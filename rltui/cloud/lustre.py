@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, api_disabled, retry

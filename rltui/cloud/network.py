@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, api_disabled, classify, retry
+
+if TYPE_CHECKING:
+    from .servicenetworking import ServiceNetworking
+
+T = TypeVar("T")
 
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"
 # The consumer side of the peering as compute names it (networks.removePeering's `name`).
@@ -27,6 +33,7 @@ class NetworkAdapter:
     def __init__(self, endpoints: Endpoints, project: str) -> None:
         self.endpoints, self.project = endpoints, project
         self._clients: dict[str, Any] = {}
+        self._service_networking: ServiceNetworking | None = None
 
     # --- plumbing: lazily built clients; sync compute calls in a thread ---
 
@@ -35,15 +42,15 @@ class NetworkAdapter:
             self._clients[kind] = self.endpoints.compute(kind)
         return self._clients[kind]
 
-    async def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+    async def _call(self, what: str, fn: Callable[[], T]) -> T:
         return await retry(lambda: asyncio.to_thread(fn), what=what)
 
-    async def _get(self, what: str, fn: Callable[[], Any], empty: Any = None) -> Any:
+    async def _get(self, what: str, fn: Callable[[], T], empty: T) -> T:
         """A compute get or list: `empty` when the client says NotFound, or that compute is
         off (reason SERVICE_DISABLED: nothing of it can exist)."""
         from google.api_core import exceptions as gexc
 
-        def call() -> Any:
+        def call() -> T:
             try:
                 return fn()
             except gexc.NotFound:
@@ -131,7 +138,7 @@ class NetworkAdapter:
 
     async def network(self, name: str) -> Any | None:
         return await self._get(f"network {name}", lambda: self._compute("Networks").get(
-            project=self.project, network=name, timeout=CALL_TIMEOUT_S))
+            project=self.project, network=name, timeout=CALL_TIMEOUT_S), None)
 
     async def networks(self) -> list[Any]:
         return await self._get("list networks", lambda: list(self._compute("Networks").list(
@@ -154,7 +161,7 @@ class NetworkAdapter:
                              timeout=CALL_TIMEOUT_S), missing_ok=True)
 
     async def subnetworks(self, region: str, network: str | None = None) -> list[Any]:
-        items = await self._get(f"list subnetworks in {region}", lambda: list(
+        items: list[Any] = await self._get(f"list subnetworks in {region}", lambda: list(
             self._compute("Subnetworks").list(project=self.project, region=region,
                                               timeout=CALL_TIMEOUT_S)), [])
         return [s for s in items if network is None or s.network.rsplit("/", 1)[-1] == network]
@@ -165,7 +172,7 @@ class NetworkAdapter:
             missing_ok=True, region=region)
 
     async def firewalls(self, network: str | None = None) -> list[Any]:
-        items = await self._get("list firewall rules", lambda: list(
+        items: list[Any] = await self._get("list firewall rules", lambda: list(
             self._compute("Firewalls").list(project=self.project, timeout=CALL_TIMEOUT_S)), [])
         return [f for f in items if network is None or f.network.rsplit("/", 1)[-1] == network]
 
@@ -177,7 +184,7 @@ class NetworkAdapter:
 
     async def address(self, name: str) -> Any | None:
         return await self._get(f"address {name}", lambda: self._compute("GlobalAddresses").get(
-            project=self.project, address=name, timeout=CALL_TIMEOUT_S))
+            project=self.project, address=name, timeout=CALL_TIMEOUT_S), None)
 
     async def addresses(self) -> list[Any]:
         return await self._get("list addresses", lambda: list(
@@ -212,12 +219,12 @@ class NetworkAdapter:
 
     # --- the peering (Service Networking's REST API: no client package, no gcloud override) ---
 
-    def _peerings(self) -> Any:
-        if "peerings" not in self._clients:
+    def _peerings(self) -> ServiceNetworking:
+        if self._service_networking is None:
             from .servicenetworking import ServiceNetworking
 
-            self._clients["peerings"] = ServiceNetworking(self.endpoints, self.project)
-        return self._clients["peerings"]
+            self._service_networking = ServiceNetworking(self.endpoints, self.project)
+        return self._service_networking
 
     async def peering(self, network: str) -> dict[str, Any] | None:
         """The Service Networking connection of `network`, or None (an empty list)."""

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from .errors import CloudError, classify
-from .kube import KubeAdapter
+from .kube import KubeAdapter, Obj
 
 log = logging.getLogger(__name__)
 
@@ -25,18 +25,18 @@ DATA, ERROR = 0, 1
 OPEN_TIMEOUT_S = 30.0
 
 
-def _ready(pod: dict) -> bool:
+def _ready(pod: Obj) -> bool:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("deletionTimestamp") or status.get("phase") != "Running":
         return False
-    conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    conds: dict[str, str] = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     if "Ready" in conds:
         return conds["Ready"] == "True"
     statuses = status.get("containerStatuses") or []
     return bool(statuses) and all(cs.get("ready") for cs in statuses)
 
 
-def _container_port(pod: dict, target: Any) -> int | None:
+def _container_port(pod: Obj, target: Any) -> int | None:
     if isinstance(target, int) or str(target).isdigit():
         return int(target)
     for container in (pod.get("spec") or {}).get("containers") or []:
@@ -54,7 +54,7 @@ class DashboardForward:
         self.pod = ""                 # the pod the latest connection went to
         self._server: asyncio.AbstractServer | None = None
         self._session: Any = None
-        self._conns: set[asyncio.Task] = set()
+        self._conns: set[asyncio.Task[None]] = set()
 
     async def start(self) -> str:
         """Listen on 127.0.0.1 (a free port); return `http://127.0.0.1:PORT`."""
@@ -175,7 +175,7 @@ class DashboardForward:
                         if resp.status == 200:
                             return
                         problem = f"HTTP {resp.status}"
-                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError) as exc:
                     problem = self.last_error or str(exc) or type(exc).__name__
                 if time.monotonic() > deadline:
                     raise CloudError(f"Ray dashboard at {self.service}:{self.port} not reachable"

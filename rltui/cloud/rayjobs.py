@@ -19,11 +19,17 @@ import logging
 import random
 import secrets
 import time
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import CloudError, classify, retry
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +100,14 @@ class RayJobs:
     def __init__(self, dashboard_url: str, *, backoff_s: float = 0.5) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.backoff_s = backoff_s
-        self._client: Any = None
+        self._client: JobSubmissionClient | None = None
 
-    async def _call(self, what: str, fn: Callable[[Any], Any], *, job_id: str | None = None,
-                    timeout_s: float = CALL_TIMEOUT_S, attempts: int = 6) -> Any:
+    async def _call(self, what: str, fn: Callable[[JobSubmissionClient], T], *,
+                    job_id: str | None = None, timeout_s: float = CALL_TIMEOUT_S,
+                    attempts: int = 6) -> T:
         """fn(client) in a thread; connection trouble and 5xx are retried with jittered backoff."""
 
-        async def once() -> Any:
+        async def once() -> T:
             try:
                 client = await self._get_client()
                 return await asyncio.wait_for(asyncio.to_thread(fn, client), timeout_s)
@@ -112,9 +119,9 @@ class RayJobs:
         return await retry(once, what=what, attempts=attempts, base_s=self.backoff_s,
                            timeout_s=None)
 
-    async def _get_client(self) -> Any:
+    async def _get_client(self) -> JobSubmissionClient:
         if self._client is None:
-            def build() -> Any:
+            def build() -> JobSubmissionClient:
                 import logging
 
                 from ray.job_submission import JobSubmissionClient  # ~0.5 s and ~100 MB: lazily
@@ -134,10 +141,11 @@ class RayJobs:
                      metadata: Mapping[str, str] | None = None) -> str:
         """Upload `job_dir` as the working dir and start `entrypoint`; returns the submission id."""
         job_id = submission_id or new_submission_id()
-        env = {**(runtime_env or {}), "working_dir": str(Path(job_dir).resolve())}
+        # A few stat calls before a multi-second upload: not worth a thread.
+        env = {**(runtime_env or {}), "working_dir": str(Path(job_dir).resolve())}  # noqa: ASYNC240
         attempt = 0
 
-        def submit(client: Any) -> str:
+        def submit(client: JobSubmissionClient) -> str:
             nonlocal attempt
             attempt += 1
             try:
@@ -195,7 +203,7 @@ class RayJobs:
             except asyncio.CancelledError:
                 raise
             except _Delivery as exc:
-                raise exc.__cause__ from None  # on_text failed (e.g. a closed pipe): not ours to retry
+                raise exc.error from None  # on_text failed (e.g. a closed pipe): not ours to retry
             except Exception as exc:  # noqa: BLE001 - sorted below
                 err = _job_error(exc, f"logs of job {job_id}", job_id)
                 failing_since = failing_since or time.monotonic()
@@ -209,15 +217,17 @@ class RayJobs:
         try:
             await cursor.offer(text, 0)
         except _Delivery as exc:
-            raise exc.__cause__ from None
+            raise exc.error from None
         return status
 
-    async def _tail_once(self, job_id: str, cursor: "_Cursor", check_s: float) -> bool:
+    async def _tail_once(self, job_id: str, cursor: _Cursor, check_s: float) -> bool:
         """One tail connection, until it ends or (silent) the job is over; True if it
         carried any text."""
         client = await self._get_client()
         seen = 0  # characters this connection sent: it starts again at the log's beginning
-        async with contextlib.aclosing(client.tail_job_logs(job_id)) as chunks:
+        # An async generator, which Ray annotates as AsyncIterator[str] (that has no aclose).
+        tail = cast("AsyncGenerator[str, None]", client.tail_job_logs(job_id))
+        async with contextlib.aclosing(tail) as chunks:
             pending = asyncio.ensure_future(anext(chunks))
             try:
                 while True:
@@ -257,8 +267,12 @@ class _Cursor:
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
-            raise _Delivery from exc
+            raise _Delivery(exc) from exc
 
 
 class _Delivery(Exception):
     """`on_text` raised: the caller's problem, never retried as a connection problem."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error  # what on_text raised, re-raised as it was

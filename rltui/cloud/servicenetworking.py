@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, retry

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .endpoints import Endpoints
 from .errors import CloudError
@@ -58,10 +58,11 @@ async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | Non
             if on_line:
                 on_line(line)
 
+    assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
     try:
         await asyncio.wait_for(asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err),
                                               proc.wait()), timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+    except (TimeoutError, asyncio.CancelledError) as exc:
         # Our child, in its own session: end it and its children by PID, never by name.
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -69,7 +70,7 @@ async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | Non
             pass
         try:
             await asyncio.wait_for(proc.wait(), 10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
