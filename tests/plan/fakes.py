@@ -994,5 +994,16 @@ def plan_xpk(ctx: FakeContext, *runs: dict) -> None:
     path.write_text(json.dumps(list(runs)))
 
 
-__all__ = ["CODELAB_APIS", "FakeCloud", "FakeContext", "FakeGke", "FakeKube", "FakeLustre",
-           "FakeNetwork", "SEEDS", "fake_context", "plan_xpk", "seed"]
+__all__ = [
+    "CODELAB_APIS",
+    "SEEDS",
+    "FakeCloud",
+    "FakeContext",
+    "FakeGke",
+    "FakeKube",
+    "FakeLustre",
+    "FakeNetwork",
+    "fake_context",
+    "plan_xpk",
+    "seed",
+]
