@@ -35,7 +35,7 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
     ("metrics", "Metrics", "metrics", "MetricsScreen", "f9"),
     ("teardown", "Teardown", "teardown", "TeardownScreen", "f10"),
 ]
-STEPS = [(mode, title) for mode, title, *_ in SCREENS]
+PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
 
 
@@ -115,7 +115,7 @@ class RLTuiApp(App):
     # --- navigation, help, palette ---
 
     def action_step(self, delta: int) -> None:
-        modes = [m for m, _ in STEPS]
+        modes = [m for m, _ in PAGES]
         self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
 
     def action_help(self) -> None:

@@ -450,7 +450,7 @@ class JobLogParser:
 
 # ---------------------------------------------------------------------- tracker
 @dataclass(frozen=True, slots=True)
-class StepRecord:
+class TrainingStep:
     step: int
     total_steps: int
     epoch: int | None = None
@@ -471,7 +471,7 @@ class StepRecord:
 
 
 class _StepChanges(TypedDict, total=False):
-    """The StepRecord fields that later log lines of a step fill in (RunTracker._set)."""
+    """The TrainingStep fields that later log lines of a step fill in (RunTracker._set)."""
 
     loss: float | None
     avg_reward: float | None
@@ -487,7 +487,7 @@ class _StepChanges(TypedDict, total=False):
 
 @dataclass(slots=True)
 class RunTracker:
-    """Folds events into one StepRecord per step, plus run-wide facts."""
+    """Folds events into one TrainingStep per step, plus run-wide facts."""
 
     checkpoint_dir: str | None = None
     dataloader_samples: int | None = None
@@ -496,24 +496,24 @@ class RunTracker:
     ended: RunEnded | None = None
     checkpoints: list[CheckpointEvent] = field(default_factory=list)
     pruned: list[CheckpointPruned] = field(default_factory=list)
-    _records: dict[int, StepRecord] = field(default_factory=dict, init=False, repr=False)
+    _records: dict[int, TrainingStep] = field(default_factory=dict, init=False, repr=False)
     _current: int | None = field(default=None, init=False, repr=False)  # its global step
 
     @property
-    def records(self) -> list[StepRecord]:
+    def records(self) -> list[TrainingStep]:
         return list(self._records.values())
 
     @property
-    def current(self) -> StepRecord | None:
+    def current(self) -> TrainingStep | None:
         return self._records.get(self._current) if self._current is not None else None
 
-    def update(self, event: Event) -> StepRecord | None:
+    def update(self, event: Event) -> TrainingStep | None:
         """Apply one event; return the step record it changed, if any."""
         match event:
             case StepStarted():
                 self._current = event.global_step
                 self.phase = None
-                record = StepRecord(event.step, event.total_steps, event.epoch)
+                record = TrainingStep(event.step, event.total_steps, event.epoch)
                 self._records[self._current] = record  # a rerun of a step starts afresh
                 return record
             case EpochStarted():
@@ -548,7 +548,7 @@ class RunTracker:
                                  checkpoint_path=event.path)
         return None
 
-    def _set(self, key: int | None, **changes: Unpack[_StepChanges]) -> StepRecord | None:
+    def _set(self, key: int | None, **changes: Unpack[_StepChanges]) -> TrainingStep | None:
         record = self._records.get(key) if key is not None else None
         if key is None or record is None:
             return None  # e.g. validation at step 0 (val_at_start), or a log cut mid-step

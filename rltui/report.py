@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from rltui.joblog import JobLogParser, RunTracker, StepRecord
+from rltui.joblog import JobLogParser, RunTracker, TrainingStep
 
 JSON_KEYS = ("step", "total_steps", "loss", "avg_reward", "step_time_s", "checkpoint_s", "val_accuracy")
 
@@ -36,7 +36,7 @@ def track(lines: Iterable[str]) -> RunTracker:
     return tracker
 
 
-def summarize(lines: Iterable[str]) -> list[StepRecord]:
+def summarize(lines: Iterable[str]) -> list[TrainingStep]:
     """Per-step records of a log, streamed line by line (constant memory per line)."""
     return track(lines).records
 
@@ -45,7 +45,7 @@ def _cell(value: float | None, fmt: str) -> str:
     return "" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
-def render_table(records: Iterable[StepRecord], title: str | None = None) -> Table:
+def render_table(records: Iterable[TrainingStep], title: str | None = None) -> Table:
     table = Table(title=title)
     table.add_column("step", justify="right")
     table.add_column("reward", justify="right")
@@ -70,7 +70,7 @@ def _json_value(value: int | float | None) -> int | float | None:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def json_lines(records: Iterable[StepRecord]) -> Iterator[str]:
+def json_lines(records: Iterable[TrainingStep]) -> Iterator[str]:
     """One JSON object per step, keys exactly JSON_KEYS; null where a value is absent."""
     for r in records:
         yield json.dumps({key: _json_value(getattr(r, key)) for key in JSON_KEYS})

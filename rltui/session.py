@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from .config import ConfigError, Problem, RLConfig, parse_config
 from .envfile import EnvFile, EnvFileError
 from .plan.preflight import Check
+
+if TYPE_CHECKING:
+    from .cloud.endpoints import Endpoints
+    from .cloud.rayjobs import JobInfo
+    from .plan.context import Context
+    from .plan.inventory import Resource
+    from .plan.pods import KubeEvent
+    from .plan.runner import RunEvent, Runner, RunResult
+
+    Listener = Callable[[RunEvent], None]
 
 __all__ = ["Session", "ConfigState", "Check"]
 
@@ -33,16 +43,16 @@ class ConfigState:
 
 
 class Session:
-    def __init__(self, env_path: Path, endpoints_factory: Callable[[], Any]) -> None:
+    def __init__(self, env_path: Path, endpoints_factory: Callable[[], Endpoints]) -> None:
         self.env_path = Path(env_path)
         self._endpoints_factory = endpoints_factory
-        self._endpoints: Any = None
+        self._endpoints: Endpoints | None = None
         self.env: EnvFile | None = None
         self.cfg: RLConfig | None = None
         self.problems: list[Problem] = []
         self.load_error: str = ""
-        self._ctx: Any = None
-        self._runner: Any = None
+        self._ctx: Context | None = None
+        self._runner: Runner | None = None
         self.load_env()
 
     # --- env.sh ---
@@ -99,7 +109,7 @@ class Session:
     # --- endpoints and plan ---
 
     @property
-    def endpoints(self) -> Any:
+    def endpoints(self) -> Endpoints:
         if self._endpoints is None:
             self._endpoints = self._endpoints_factory()
         return self._endpoints
@@ -114,7 +124,7 @@ class Session:
     def label(self) -> str:
         return self.endpoints.label
 
-    def context(self) -> Any:
+    def context(self) -> Context:
         if self.cfg is None:
             raise ConfigError(self.problems or [Problem("env.sh", "not loaded")])
         if self._ctx is None:
@@ -123,7 +133,7 @@ class Session:
             self._ctx = Context(self.cfg, self.endpoints)
         return self._ctx
 
-    def runner(self, listener: Callable[[Any], None] | None = None) -> Any:
+    def runner(self, listener: Listener | None = None) -> Runner:
         """The one runner of this config; `listener` (given by up/down) receives its events."""
         if self._runner is None:
             from .plan.engine import make_runner
@@ -133,16 +143,17 @@ class Session:
             self._runner.listener = listener
         return self._runner
 
-    async def up(self, listener: Callable[[Any], None], targets: set[str] | None = None) -> Any:
+    async def up(self, listener: Listener, targets: set[str] | None = None) -> RunResult:
         return await self.runner(listener).up(targets)
 
-    async def down(self, listener: Callable[[Any], None]) -> Any:
+    async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:
+        """Teardown; `listener` hears the runner's events and, first, lines about stopped jobs."""
         from .plan.jobs import stop_jobs
 
         await stop_jobs(self.context(), listener)
         return await self.runner(listener).down()
 
-    async def inventory(self) -> list[Any]:
+    async def inventory(self) -> list[Resource]:
         from .plan.inventory import collect
 
         return await collect(self.context())
@@ -179,16 +190,17 @@ class Session:
         except Refused:
             raise LookupError("no job submitted yet") from None
 
-    async def job_info(self, job_id: str | None = None) -> Any:
+    async def job_info(self, job_id: str | None = None) -> JobInfo | None:
         from .plan.jobs import job_info
 
         return await job_info(self.context(), job_id)
 
     # --- monitor ---
 
-    async def pod_events(self) -> AsyncIterator[Any]:
-        kube = await self.context().kube()
-        async for event in kube.watch("pods", label_selector=f"ray.io/cluster={self.cfg.cluster_name}"):
+    async def pod_events(self) -> AsyncIterator[KubeEvent]:
+        ctx = self.context()
+        kube = await ctx.kube()
+        async for event in kube.watch("pods", label_selector=f"ray.io/cluster={ctx.cfg.cluster_name}"):
             yield event
 
     async def kube_events(self) -> list[dict[str, Any]]:

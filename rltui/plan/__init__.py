@@ -3,12 +3,12 @@
 Imports no cloud or UI library: the TUI and the headless CLI both drive it.
 """
 
-from rltui.plan.progress import ProgressStore, RunRecord, StepRecord, progress_path
+from rltui.plan.progress import ProgressStore, RunRecord, StepProgress, progress_path
 from rltui.plan.runner import RetryPolicy, RunEvent, Runner, RunResult, StepView
 from rltui.plan.step import PermanentError, Probe, Step, StepOutput, StepState, TransientError
 
 __all__ = [
     "PermanentError", "Probe", "ProgressStore", "RetryPolicy", "RunEvent", "RunRecord",
-    "RunResult", "Runner", "Step", "StepOutput", "StepRecord", "StepState", "StepView",
+    "RunResult", "Runner", "Step", "StepOutput", "StepProgress", "StepState", "StepView",
     "TransientError", "progress_path",
 ]

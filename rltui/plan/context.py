@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..config import RLConfig
 from ..latency import reference_seconds
 from .folders import runs_subdir, state_root, xpk_subdir
 
+if TYPE_CHECKING:
+    from ..cloud.endpoints import Endpoints
+    from ..cloud.gke import GkeAdapter
+    from ..cloud.kube import KubeAdapter
+    from ..cloud.lustre import LustreAdapter
+    from ..cloud.network import NetworkAdapter
+
+A = TypeVar("A")
+
 
 @dataclass
 class Context:
     cfg: RLConfig
-    endpoints: Any                     # rltui.cloud.endpoints.Endpoints
+    endpoints: Endpoints
     root: Path = field(default_factory=state_root)
     _adapters: dict[str, Any] = field(default_factory=dict)
     dashboard_url: str | None = None
@@ -40,32 +49,33 @@ class Context:
 
     # --- adapters, built on first use (their client libraries load lazily) ---
 
-    def _get(self, name: str, build: Any) -> Any:
+    def _get(self, name: str, build: Callable[[], A]) -> A:
         if name not in self._adapters:
             self._adapters[name] = build()
-        return self._adapters[name]
+        adapter: A = self._adapters[name]
+        return adapter
 
     @property
-    def lustre(self) -> Any:
+    def lustre(self) -> LustreAdapter:
         from ..cloud.lustre import LustreAdapter
 
         return self._get("lustre", lambda: LustreAdapter(self.endpoints, self.cfg.project_id,
                                                           self.cfg.zone))
 
     @property
-    def gke(self) -> Any:
+    def gke(self) -> GkeAdapter:
         from ..cloud.gke import GkeAdapter
 
         return self._get("gke", lambda: GkeAdapter(self.endpoints, self.cfg.project_id,
                                                     self.cfg.region, self.cfg.cluster_name))
 
     @property
-    def network(self) -> Any:
+    def network(self) -> NetworkAdapter:
         from ..cloud.network import NetworkAdapter
 
         return self._get("network", lambda: NetworkAdapter(self.endpoints, self.cfg.project_id))
 
-    async def kube(self) -> Any:
+    async def kube(self) -> KubeAdapter:
         """A connected Kubernetes adapter, from the GKE cluster's endpoint and CA and an ADC
         token (in both modes: see Endpoints.credentials)."""
         if "kube" not in self._adapters:
@@ -75,7 +85,8 @@ class Context:
             adapter = KubeAdapter(self.endpoints, cluster=cluster)
             await adapter.connect()
             self._adapters["kube"] = adapter
-        return self._adapters["kube"]
+        kube: KubeAdapter = self._adapters["kube"]
+        return kube
 
     async def dashboard(self) -> str:
         """The Ray dashboard's local URL through a port-forward this context owns."""

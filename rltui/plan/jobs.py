@@ -7,11 +7,14 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import RLConfig, submit_problems
 from ..envfile import write_private
 from .context import Context
+
+if TYPE_CHECKING:
+    from ..cloud.rayjobs import JobInfo
 
 
 class Refused(Exception):
@@ -126,7 +129,7 @@ async def job_logs(ctx: Context, job_id: str | None = None) -> str:
     return str(await jobs_api.logs(await resolve_job_id(ctx, jobs_api, job_id)))
 
 
-async def job_info(ctx: Context, job_id: str | None = None) -> Any:
+async def job_info(ctx: Context, job_id: str | None = None) -> JobInfo | None:
     from ..cloud.rayjobs import RayJobs
 
     job_id = job_id or last_job_id(ctx)

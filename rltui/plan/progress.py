@@ -22,7 +22,7 @@ _COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass
-class StepRecord:
+class StepProgress:
     state: StepState
     title: str = ""
     started_at: float | None = None    # wall clock (time.time)
@@ -38,7 +38,7 @@ class RunRecord:
     started_at: float
     updated_at: float
     pid: int = field(default_factory=os.getpid)   # lets `status` tell a crashed run
-    steps: dict[str, StepRecord] = field(default_factory=dict)
+    steps: dict[str, StepProgress] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -51,7 +51,7 @@ class RunRecord:
     def from_json(cls, data: dict[str, Any]) -> "RunRecord":
         if data.get("version") != VERSION:
             raise ValueError(f"unknown progress file version {data.get('version')!r}")
-        steps = {name: StepRecord(**{**rec, "state": StepState(rec["state"])})
+        steps = {name: StepProgress(**{**rec, "state": StepState(rec["state"])})
                  for name, rec in data["steps"].items()}
         return cls(mode=data["mode"], outcome=data["outcome"], started_at=data["started_at"],
                    updated_at=data["updated_at"], pid=data["pid"], steps=steps)

@@ -14,10 +14,13 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
 
-from rltui.plan.progress import ProgressStore, RunRecord, StepRecord
+from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
 from rltui.plan.step import PermanentError, Step, StepOutput, StepState, TransientError
+
+if TYPE_CHECKING:
+    from rltui.plan.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ class RetryPolicy:
 
     def delay_s(self, attempt: int) -> float:
         """The wait after failed attempt `attempt` (1-based): half fixed, half jittered."""
-        ceiling = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+        ceiling = min(self.cap_s, self.base_s * 2.0 ** (attempt - 1))
         return ceiling / 2 + self.rng.uniform(0.0, ceiling / 2)
 
 
@@ -117,7 +120,7 @@ class _Track:
 
 
 class Runner:
-    def __init__(self, steps: list[Step], ctx: Any, *, progress: ProgressStore | None = None,
+    def __init__(self, steps: list[Step], ctx: Context, *, progress: ProgressStore | None = None,
                  listener: Callable[[RunEvent], None] | None = None,
                  retry: RetryPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -390,7 +393,7 @@ class Runner:
             return
         rec = self._record
         rec.updated_at = self._wall()
-        rec.steps = {n: StepRecord(t.state, t.step.title, t.started_at, t.finished_at,
+        rec.steps = {n: StepProgress(t.state, t.step.title, t.started_at, t.finished_at,
                                    t.attempts, t.message) for n, t in self._tracks.items()}
         try:
             self._store.save(rec)

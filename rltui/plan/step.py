@@ -11,7 +11,10 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .context import Context
 
 
 class StepState(str, Enum):
@@ -138,13 +141,13 @@ class Step:
         """The equivalent CLI command(s) of destroy ("" when down leaves nothing to do)."""
         return ""
 
-    async def probe(self, ctx: Any) -> Probe:
+    async def probe(self, ctx: Context) -> Probe:
         raise NotImplementedError(f"{type(self).__name__}.probe")
 
-    async def apply(self, ctx: Any, out: StepOutput) -> None:
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
         raise NotImplementedError(f"{type(self).__name__}.apply")
 
-    async def destroy(self, ctx: Any, out: StepOutput) -> None:
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
         raise NotImplementedError(f"{type(self).__name__}.destroy")
 
     def __repr__(self) -> str:

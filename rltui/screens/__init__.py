@@ -1,1 +1,1 @@
-"""One module per wizard screen, in the codelab's order (see app.STEPS)."""
+"""One module per wizard screen, in the codelab's order (see app.PAGES)."""

@@ -30,10 +30,10 @@ class WizardScreen(Screen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        from ..app import STEPS
+        from ..app import PAGES
 
         yield WizardHeader(id="wizard-header")
-        yield StepBar(STEPS, self.MODE)
+        yield StepBar(PAGES, self.MODE)
         yield from self.compose_body()
         yield Footer()
 

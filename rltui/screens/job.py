@@ -19,7 +19,7 @@ from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabP
 
 from .. import manifests
 from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, check_field, parse_config, submit_problems
-from ..joblog import StepRecord
+from ..joblog import TrainingStep
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
 from ..widgets.form import FormField
@@ -137,7 +137,7 @@ class JobScreen(WizardScreen):
     def _on_job_status(self, status: dict[str, Any]) -> None:
         self.query_one(JobStrip).set_status(status)
 
-    def _on_step_record(self, record: StepRecord) -> None:
+    def _on_step_record(self, record: TrainingStep) -> None:
         self.query_one(JobStrip).add_record(record)
 
     def _header(self, info: HeaderInfo) -> None:

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from ..joblog import CheckpointEvent, StepRecord
+from ..joblog import CheckpointEvent, TrainingStep
 from ..widgets.charts import (ChartSpec, Chart, Series, Span, bar, downsample, nice_ticks,
                               rate_unit, time_ticks)
 from .base import WizardScreen
@@ -67,7 +67,7 @@ class Saves:
         self.by_step[event.step] = Save(event.step, event.seconds, event.path, ended)
         self._last = (now, event.step)
 
-    def add_record(self, record: StepRecord) -> bool:
+    def add_record(self, record: TrainingStep) -> bool:
         """A save known only from its step's record (its event comes next, or was missed)."""
         if record.checkpoint_s is None or record.global_step in self.by_step:
             return False
@@ -108,7 +108,7 @@ def step_ticks(last: int) -> tuple[tuple[float, str], ...]:
     return tuple((float(s), str(s)) for s in sorted({1, *range(step, last + 1, step)}))
 
 
-def step_specs(records: list[StepRecord], width: int) -> tuple[ChartSpec, ChartSpec]:
+def step_specs(records: list[TrainingStep], width: int) -> tuple[ChartSpec, ChartSpec]:
     """Reward per step, and step time per step with the steps that saved marked."""
     if not records:
         return ChartSpec(empty=NO_REWARD), ChartSpec(empty=NO_STEP_TIME)
@@ -203,7 +203,7 @@ class MetricsScreen(WizardScreen):
         self.clock = clock  # stamps checkpoint saves; fixed in tests
         self._metrics: dict[str, Any] | None = None
         self._saves = Saves()
-        self._records: dict[int, StepRecord] = {}
+        self._records: dict[int, TrainingStep] = {}
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="metrics-body"):
@@ -259,7 +259,7 @@ class MetricsScreen(WizardScreen):
         self._draw_throughput()
         self._draw_saves()
 
-    def _on_step_record(self, record: StepRecord) -> None:
+    def _on_step_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record
         if self._saves.add_record(record):
             self._draw_saves()

@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from ..plan.pods import KubeEvent
-from ..joblog import CheckpointEvent, StepRecord
+from ..joblog import CheckpointEvent, TrainingStep
 from ..widgets.checkpoints import CheckpointsList
 from ..widgets.chrome import HeaderInfo
 from ..widgets.jobstrip import JobStrip
@@ -187,7 +187,7 @@ class MonitorScreen(WizardScreen):
     def _on_job_status(self, status: dict[str, Any]) -> None:
         self.query_one(JobStrip).set_status(status)
 
-    def _on_step_record(self, record: StepRecord) -> None:
+    def _on_step_record(self, record: TrainingStep) -> None:
         self.query_one(JobStrip).add_record(record)
 
     def _on_checkpoint(self, event: CheckpointEvent) -> None:

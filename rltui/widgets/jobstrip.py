@@ -1,6 +1,6 @@
 """One glance at the job: status, step s/S, the last reward (and its change), the step time.
 
-Fed by `job_status` ({"id", "status"}) and `step_record` (rltui.joblog.StepRecord); a record
+Fed by `job_status` ({"id", "status"}) and `step_record` (rltui.joblog.TrainingStep); a record
 is published again as its step fills in, so the newest record per step wins.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from ..joblog import StepRecord
+from ..joblog import TrainingStep
 
 BARS = "▁▂▃▄▅▆▇█"
 TREND_POINTS = 12
@@ -43,8 +43,8 @@ class JobStrip(Widget):
         self.empty = empty
         self.job_id: str | None = None
         self.status: str | None = None
-        self._records: dict[int, StepRecord] = {}
-        self._last: StepRecord | None = None   # the step running now (a rerun may go back)
+        self._records: dict[int, TrainingStep] = {}
+        self._last: TrainingStep | None = None   # the step running now (a rerun may go back)
 
     def set_status(self, status: dict) -> None:
         if status.get("id") != self.job_id and self.job_id is not None and status.get("id"):
@@ -54,12 +54,12 @@ class JobStrip(Widget):
         self.status = status.get("status") or self.status
         self.refresh()
 
-    def add_record(self, record: StepRecord) -> None:
+    def add_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record
         self._last = record
         self.refresh()
 
-    def _ordered(self) -> list[StepRecord]:
+    def _ordered(self) -> list[TrainingStep]:
         return [self._records[k] for k in sorted(self._records)]
 
     def summary(self) -> dict[str, object]:

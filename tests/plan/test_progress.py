@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.plan import ProgressStore, RunRecord, Runner, StepRecord, StepState, progress_path
+from rltui.plan import ProgressStore, RunRecord, Runner, StepProgress, StepState, progress_path
 
 S = StepState
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ async def test_a_run_saves_a_private_reloadable_record(tmp_path, cloud, step_cls
 
 def test_readers_never_see_half_a_file(tmp_path):
     store = ProgressStore(tmp_path / "progress.json")
-    steps = {f"step_{i}": StepRecord(S.RUNNING, "x" * 2000, 1.0, None, i, "m" * 500)
+    steps = {f"step_{i}": StepProgress(S.RUNNING, "x" * 2000, 1.0, None, i, "m" * 500)
              for i in range(40)}   # ~100 KB: big enough that a plain write would be seen torn
     store.save(RunRecord("up", "running", 1.0, 1.0, steps=steps))
     torn: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from rltui.cloud.monitoring import Point
-from rltui.joblog import CheckpointEvent, StepRecord
+from rltui.joblog import CheckpointEvent, TrainingStep
 
 AT = 1_760_000_000.0              # the poll: "now" on the time axis
 PERIOD = 60
@@ -78,13 +78,13 @@ def checkpoints() -> list[tuple[float, CheckpointEvent]]:
             for step, secs in SAVES.items()]
 
 
-def step_records() -> list[StepRecord]:
+def step_records() -> list[TrainingStep]:
     """20 steps, reward rising from about 0.1 to 0.8."""
     out = []
     for step in range(1, TOTAL_STEPS + 1):
         reward = 0.1 + 0.7 * (1 - math.exp(-step / 6)) + 0.03 * math.sin(step * 1.7)
         saved = SAVES.get(step)
-        out.append(StepRecord(step, TOTAL_STEPS, epoch=1, loss=0.05,
+        out.append(TrainingStep(step, TOTAL_STEPS, epoch=1, loss=0.05,
                               avg_reward=round(reward, 4),
                               step_time_s=round(step_time(step), 2), checkpoint_s=saved,
                               checkpoint_path=f"{CKPT_DIR}/step_{step}" if saved else None))

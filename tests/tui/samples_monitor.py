@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from rltui.cloud.kube import KubeEvent
-from rltui.joblog import CheckpointEvent, StepRecord
+from rltui.joblog import CheckpointEvent, TrainingStep
 from rltui.widgets.chrome import HeaderInfo
 
 NOW = 1_750_000_000.0
@@ -99,14 +99,14 @@ def log_lines() -> list[str]:
     return LOG.split("\n")[:-1]  # as the app splits: on "\n" only
 
 
-def step_records() -> list[StepRecord]:
+def step_records() -> list[TrainingStep]:
     rewards = (0.234, 0.195, 0.251, 0.298)
     times = (346.78, 512.25, 351.02, 396.41)
     saves = {2: 111.37, 4: 77.03}
-    out = [StepRecord(step=i + 1, total_steps=20, epoch=1, avg_reward=r, step_time_s=t,
+    out = [TrainingStep(step=i + 1, total_steps=20, epoch=1, avg_reward=r, step_time_s=t,
                       checkpoint_s=saves.get(i + 1))
            for i, (r, t) in enumerate(zip(rewards, times))]
-    out.append(StepRecord(step=5, total_steps=20, epoch=1))  # started, nothing measured yet
+    out.append(TrainingStep(step=5, total_steps=20, epoch=1))  # started, nothing measured yet
     return out
 
 

@@ -37,6 +37,10 @@ def _imports(path):
 
     tree = ast.parse(path.read_text(), str(path))
     package = path.parent.relative_to(ROOT.parent).as_posix().replace("/", ".")
+    # Imports only for the type checker (`if TYPE_CHECKING:`) name types; they load nothing.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            node.body = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)

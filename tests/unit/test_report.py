@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rltui.joblog import StepRecord
+from rltui.joblog import TrainingStep
 from rltui.report import JSON_KEYS, json_lines, read_log, render_table, summarize, track
 
 DATA = Path(__file__).parent.parent / "data"
@@ -23,12 +23,12 @@ PACKAGE = Path(__file__).parent.parent.parent / "rltui"
 
 
 @pytest.fixture(scope="module")
-def records() -> list[StepRecord]:
+def records() -> list[TrainingStep]:
     return summarize(read_log(LOG))
 
 
 @pytest.mark.parametrize("field", ["loss", "avg_reward", "step_time_s", "checkpoint_s", "val_accuracy"])
-def test_summarize_reproduces_every_step_of_the_noisy_log(records: list[StepRecord], field: str) -> None:
+def test_summarize_reproduces_every_step_of_the_noisy_log(records: list[TrainingStep], field: str) -> None:
     assert [(r.step, r.total_steps) for r in records] == [(s["step"], 20) for s in EXPECTED["steps"]]
     assert [getattr(r, field) for r in records] == [s[field] for s in EXPECTED["steps"]]
 
@@ -46,7 +46,7 @@ def test_noisy_log_checkpoints_pruning_throughput_and_end() -> None:
             for r in tracker.records] == EXPECTED["performance"]
 
 
-def test_summarize_takes_lines_with_or_without_their_newlines(records: list[StepRecord]) -> None:
+def test_summarize_takes_lines_with_or_without_their_newlines(records: list[TrainingStep]) -> None:
     text = LOG.read_bytes().decode("utf-8")
     assert summarize(text.splitlines()) == records
     assert summarize(text.splitlines(keepends=True)) == records
@@ -58,7 +58,7 @@ def test_read_log_survives_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     assert len(summarize(read_log(log))) == 20
 
 
-def test_json_lines_has_exactly_the_documented_keys_and_nulls(records: list[StepRecord]) -> None:
+def test_json_lines_has_exactly_the_documented_keys_and_nulls(records: list[TrainingStep]) -> None:
     objects = [json.loads(line) for line in json_lines(records)]
     assert objects == EXPECTED["steps"]
     assert all(tuple(o) == JSON_KEYS for o in objects)
@@ -67,7 +67,7 @@ def test_json_lines_has_exactly_the_documented_keys_and_nulls(records: list[Step
 
 
 def test_json_lines_stays_valid_json_when_the_loss_diverges() -> None:
-    [line] = json_lines([StepRecord(3, 20, loss=math.nan, avg_reward=math.inf, step_time_s=1.5)])
+    [line] = json_lines([TrainingStep(3, 20, loss=math.nan, avg_reward=math.inf, step_time_s=1.5)])
 
     def reject(name: str) -> None:
         raise ValueError(f"not JSON: {name}")
@@ -78,7 +78,7 @@ def test_json_lines_stays_valid_json_when_the_loss_diverges() -> None:
     }
 
 
-def _rendered_rows(records: list[StepRecord]) -> tuple[list[str], list[list[str]]]:
+def _rendered_rows(records: list[TrainingStep]) -> tuple[list[str], list[list[str]]]:
     console = Console(file=io.StringIO(), width=160, color_system=None)
     console.print(render_table(records))
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in console.file.getvalue().splitlines()
@@ -87,7 +87,7 @@ def _rendered_rows(records: list[StepRecord]) -> tuple[list[str], list[list[str]
     return header, rows
 
 
-def test_render_table_shows_s_over_S_and_blank_cells_where_none(records: list[StepRecord]) -> None:
+def test_render_table_shows_s_over_S_and_blank_cells_where_none(records: list[TrainingStep]) -> None:
     header, rows = _rendered_rows(records)
     assert header == ["step", "reward", "loss", "step time (s)", "checkpoint (s)", "val accuracy"]
     assert len(rows) == 20
@@ -99,7 +99,7 @@ def test_render_table_shows_s_over_S_and_blank_cells_where_none(records: list[St
 
 
 def test_render_table_leaves_an_unfinished_step_blank() -> None:
-    _, rows = _rendered_rows([StepRecord(21, 40)])
+    _, rows = _rendered_rows([TrainingStep(21, 40)])
     assert rows == [["21/40", "", "", "", "", ""]]
 
 
