@@ -19,6 +19,8 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from ..backoff import delay_s
+
 if TYPE_CHECKING:
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -37,6 +39,9 @@ class CloudError(Exception):
         self.message = message
         self.transient = transient
         self.code = code
+        # Set by retry() when its attempts ran out on a transient failure: the call's retry
+        # budget is spent, so the step above does not retry it again (no nested budgets).
+        self.exhausted = False
 
 
 def _status_code(exc: BaseException) -> int | None:
@@ -151,7 +156,8 @@ async def retry(call: Callable[[], Awaitable[T]], *, what: str, attempts: int = 
             raise
         except Exception as exc:  # noqa: BLE001 - classified below
             err = classify(exc, what)
-            if not err.transient or attempt == attempts:
+            if not err.transient or err.exhausted or attempt == attempts:
+                err.exhausted = err.transient
                 raise err from exc
-            await asyncio.sleep(rng.uniform(0, min(cap_s, base_s * 2 ** (attempt - 1))))
+            await asyncio.sleep(delay_s(attempt, base_s, cap_s, rng))
     raise AssertionError("unreachable")

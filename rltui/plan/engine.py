@@ -36,7 +36,9 @@ def retry_policy(endpoints: Endpoints) -> RetryPolicy:
     # Faster sandboxes retry sooner; Google gets the usual 2 s base.
     base = max(0.1, 2.0 * min(1.0, 60.0 * endpoints.time_scale))
     return RetryPolicy(attempts=6, base_s=base, cap_s=60.0 * max(endpoints.time_scale * 60, 0.05),
-                       classify=lambda exc: isinstance(exc, CloudError) and exc.transient)
+                       # A call whose own retries ran out has spent its budget: not again here.
+                       classify=lambda exc: isinstance(exc, CloudError) and exc.transient
+                       and not exc.exhausted)
 
 
 def log_to_file(ctx: Context) -> Path:

@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
 
+from rltui.backoff import delay_s
 from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
 from rltui.plan.step import PermanentError, Step, StepOutput, StepState, TransientError
 
@@ -52,8 +53,7 @@ class RetryPolicy:
 
     def delay_s(self, attempt: int) -> float:
         """The wait after failed attempt `attempt` (1-based): half fixed, half jittered."""
-        ceiling = min(self.cap_s, self.base_s * 2.0 ** (attempt - 1))
-        return ceiling / 2 + self.rng.uniform(0.0, ceiling / 2)
+        return delay_s(attempt, self.base_s, self.cap_s, self.rng, floor=0.5)
 
 
 @dataclass(frozen=True)

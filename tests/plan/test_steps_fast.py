@@ -393,6 +393,43 @@ async def test_an_adapter_failure_is_retried_or_fails_the_step(ctx, error, class
         assert result.ok and ctx.cloud.instances
 
 
+@pytest.mark.parametrize("exhausted, state, calls", [(False, S.DONE, 2), (True, S.FAILED, 1)],
+                         ids=["retried", "budget-spent"])
+async def test_a_call_whose_own_retries_ran_out_is_not_retried_by_the_step(ctx, exhausted, state, calls):
+    """One retry budget per call (plan/engine.retry_policy): a transient CloudError is retried by
+    the runner, unless cloud/errors.retry already spent the call's attempts on it."""
+    from rltui.plan.engine import retry_policy
+
+    error = CloudError("connection reset", transient=True, code="ConnectionError")
+    error.exhausted = exhausted
+    seed(ctx, ["enable_apis", "network_ready"])
+    ctx.cloud.fail("network.create_address", error)
+    result = await Runner(build_plan(ctx), ctx, retry=retry_policy(ctx.endpoints)).up({"ip_range"})
+    assert result.states["ip_range"] is state
+    assert ctx.cloud.count("network.create_address") == calls
+
+
+async def test_cloud_retry_marks_a_transient_failure_that_used_every_attempt():
+    import random as _random
+
+    from rltui.cloud.errors import retry
+
+    calls = []
+
+    async def flaky() -> None:
+        calls.append(1)
+        raise ConnectionResetError("reset by peer")
+
+    with pytest.raises(CloudError) as caught:
+        await retry(flaky, what="list things", attempts=3, base_s=0.001, cap_s=0.002, rng=_random.Random(1))
+    assert len(calls) == 3 and caught.value.transient and caught.value.exhausted
+    calls.clear()
+    with pytest.raises(CloudError):  # an inner retry's spent error is not retried again outside
+        await retry(lambda: retry(flaky, what="inner", attempts=2, base_s=0.001), what="outer", attempts=3,
+                    base_s=0.001)
+    assert len(calls) == 2
+
+
 async def test_xpk_that_stops_without_a_cloud_failure_is_run_again(ctx, fast_retry):
     seed(ctx, ["enable_apis"])
     plan_xpk(ctx, {"exit": 1, "stderr": "ERROR: Connection reset by peer"})
