@@ -267,15 +267,7 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="provision", exit_on_error=False)
     async def _provision(self, skip: frozenset[str] = frozenset()) -> None:
-        targets = None
-        if skip:
-            runner = self.session.runner(self._on_run_event)
-            dropped, changed = set(skip), True
-            while changed:  # a skipped step takes everything that needs it along
-                before = len(dropped)
-                dropped |= {s.name for s in runner.steps if set(s.needs) & dropped}
-                changed = len(dropped) != before
-            targets = {s.name for s in runner.steps} - dropped
+        targets = self.session.runner(self._on_run_event).targets_without(skip) if skip else None
         result = await self.session.up(self._on_run_event, targets)
         self.bus.run_result.publish(result)
         self.publish_plan()

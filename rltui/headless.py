@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .config import RLConfig
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
-from .plan.jobs import Refused, job_summary, resolve_job_id, stop_jobs, submit_job
+from .plan.jobs import Refused, follow_logs, job_logs, job_summary, stop_jobs, submit_job
 from .plan.view import fmt_s
+
+if TYPE_CHECKING:
+    from .cloud.endpoints import Endpoints
+    from .plan.runner import RunEvent
 
 __all__ = ["Refused", "endpoints_for", "up", "submit", "logs", "status", "down", "EventPrinter"]
 
@@ -27,7 +31,7 @@ class EventPrinter:
     def __init__(self, out: Callable[[str], None], verbose: bool = False) -> None:
         self.out, self.verbose, self.t0 = out, verbose, time.monotonic()
 
-    def __call__(self, ev: Any) -> None:
+    def __call__(self, ev: RunEvent) -> None:
         kind = getattr(ev, "kind", "state")
         if kind == "progress" or (kind == "line" and not self.verbose):
             return
@@ -48,7 +52,7 @@ def _ask(question: str) -> bool:
 
 # --- up ---------------------------------------------------------------------------------------
 
-async def up(cfg: RLConfig, endpoints: Any, *, yes: bool, verbose: bool,
+async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
              out: Callable[[str], None] = print) -> int:
     ctx = Context(cfg, endpoints)
     runner = make_runner(ctx, EventPrinter(out, verbose))
@@ -79,7 +83,7 @@ async def up(cfg: RLConfig, endpoints: Any, *, yes: bool, verbose: bool,
 
 # --- submit -----------------------------------------------------------------------------------
 
-async def submit(cfg: RLConfig, endpoints: Any, *, resume: bool,
+async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool,
                  out: Callable[[str], None] = print, err: Callable[[str], None] | None = None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     ctx = Context(cfg, endpoints)
@@ -96,29 +100,25 @@ async def submit(cfg: RLConfig, endpoints: Any, *, resume: bool,
 
 # --- logs -------------------------------------------------------------------------------------
 
-async def logs(cfg: RLConfig, endpoints: Any, *, job: str | None, follow: bool,
+async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: bool,
                write: Callable[[str], None] | None = None) -> int:
-    from .cloud.rayjobs import RayJobs
-
     def default_write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
     write = write or default_write
     ctx = Context(cfg, endpoints)
+    ended = {"newline": True}
+
+    def on_text(text: str) -> None:
+        write(text)
+        ended["newline"] = text.endswith("\n")
+
     try:
-        jobs_api = RayJobs(await ctx.dashboard())
-        job_id = await resolve_job_id(ctx, jobs_api, job)
         if not follow:
-            write(await jobs_api.logs(job_id))
+            write(await job_logs(ctx, job))
             return 0
-        ended = {"newline": True}
-
-        def on_text(text: str) -> None:
-            write(text)
-            ended["newline"] = text.endswith("\n")
-
-        final = await jobs_api.follow(job_id, on_text)
+        final = await follow_logs(ctx, on_text, job)
     finally:
         await ctx.close()
     write(("" if ended["newline"] else "\n") + final + "\n")
@@ -127,7 +127,7 @@ async def logs(cfg: RLConfig, endpoints: Any, *, job: str | None, follow: bool,
 
 # --- status -----------------------------------------------------------------------------------
 
-async def status(cfg: RLConfig, endpoints: Any, *, as_json: bool,
+async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
                  out: Callable[[str], None] = print) -> int:
     from .plan.inventory import collect
 
@@ -155,7 +155,7 @@ async def status(cfg: RLConfig, endpoints: Any, *, as_json: bool,
 
 # --- down -------------------------------------------------------------------------------------
 
-async def down(cfg: RLConfig, endpoints: Any, *, yes: bool, verbose: bool,
+async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
                out: Callable[[str], None] = print) -> int:
     from .plan.inventory import collect
 

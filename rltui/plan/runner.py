@@ -152,6 +152,16 @@ class Runner:
     def steps(self) -> list[Step]:
         return [self._steps[n] for n in self._order]
 
+    def targets_without(self, skipped: Iterable[str]) -> set[str]:
+        """The up targets when the user skips `skipped`: a skipped step takes every step that
+        needs it (directly or not) along."""
+        dropped, changed = set(skipped), True
+        while changed:
+            before = len(dropped)
+            dropped |= {name for name, needs in self._deps["up"].items() if set(needs) & dropped}
+            changed = len(dropped) != before
+        return set(self._order) - dropped
+
     def order(self, mode: str) -> list[Step]:
         """The steps in the order `mode` ("up" or "down") runs them, one after another (the
         runner itself starts each as soon as its dependencies settle); down skips the steps

@@ -560,3 +560,10 @@ async def test_a_pv_pointing_at_an_old_ip_in_use_is_left_with_advice(ctx):
                                              r" ray-a4-gpu-spot\), then run up again"):
         await step.apply(ctx, StepOutput())
     assert ctx.cloud.kube_objects("persistentvolumeclaims") == [ctx.cfg.pvc_name]
+
+
+def test_skipping_a_step_skips_what_needs_it(ctx):
+    runner = Runner(build_plan(ctx), ctx)
+    kept = runner.targets_without({"peering"})
+    assert {"peering", "lustre_instance", "pv_pvc", "ray_cluster", "dashboard"}.isdisjoint(kept)
+    assert {"enable_apis", "xpk_cluster", "addons", "ip_range"} <= kept
