@@ -11,46 +11,29 @@ from rltui.plan.view import PlanView
 
 P, C, Z, R = "team-rl-sandbox-42", "ray-a4-gpu-spot", "us-east1-b", "us-east1"
 NET = f"{C}-net-0"
-XPK_DIR = "/home/user/.rltui/xpk/team-rl-sandbox-42/ray-a4-gpu-spot"
+STATE = __import__("pathlib").Path("/home/user/.local/state/rltui")
 
-# name, title, needs, expected_s, command
-STEPS = [
-    ("enable_apis", "Enable APIs", (), 60.0,
-     f"gcloud services enable container.googleapis.com compute.googleapis.com "
-     f"lustre.googleapis.com servicenetworking.googleapis.com --project={P}"),
-    ("xpk_cluster", "xpk cluster create", ("enable_apis",), 1500.0,
-     f"cd {XPK_DIR} && xpk cluster create --num-nodes=8 --device-type=b200-8 "
-     f"--default-pool-cpu-machine-type=e2-standard-4 --spot --enable-lustre-csi-driver "
-     f"--project={P} --zone={Z} --cluster={C}"),
-    ("addons", "Addons (RayOperator + Lustre CSI)", ("xpk_cluster",), 240.0,
-     f"gcloud container clusters update {C} --region={R} --project={P} "
-     "--update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED"),
-    ("network_ready", "Network ready", ("enable_apis",), 120.0,
-     f"gcloud compute networks describe {NET} --project={P}"),
-    ("ip_range", "IP range", ("network_ready",), 30.0,
-     f"gcloud compute addresses create google-managed-services-{NET} --global "
-     f"--purpose=VPC_PEERING --prefix-length=24 --network={NET} --project={P}"),
-    ("peering", "VPC peering", ("ip_range",), 90.0,
-     f"gcloud services vpc-peerings connect --service=servicenetworking.googleapis.com "
-     f"--ranges=google-managed-services-{NET} --network={NET} --project={P}"),
-    ("lustre_instance", "Lustre instance", ("peering",), 720.0,
-     f"gcloud lustre instances create rl-demo-gpu-lustre --project={P} --location={Z} "
-     f"--capacity-gib=9000 --per-unit-storage-throughput=1000 --filesystem=lustre "
-     f"--network=projects/{P}/global/networks/{NET} --gke-support-enabled "
-     "--labels=managed-by=rltui --async"),
-    ("credentials", "Cluster credentials", ("xpk_cluster",), 12.0,
-     f"gcloud container clusters get-credentials {C} --region={R} --project={P}"),
-    ("secret", "Secret (HF_TOKEN, WANDB_API_KEY)", ("credentials",), 12.0,
-     f"kubectl create secret generic {C}-job-secrets "
-     "--from-env-file=<(printf 'HF_TOKEN=%s\\n' \"$HF_TOKEN\")"),
-    ("pv_pvc", "PV / PVC", ("credentials", "lustre_instance"), 12.0,
-     "kubectl apply -f lustre-pv-pvc.yaml"),
-    ("raycluster", "RayCluster ready", ("addons", "pv_pvc", "secret"), 480.0,
-     f"kubectl apply -f ray-cluster.yaml && kubectl wait raycluster/{C} "
-     "--for=condition=HeadPodReady"),
-    ("dashboard", "Ray dashboard reachable", ("raycluster",), 12.0,
-     f"kubectl port-forward service/{C}-head-svc 8265:8265"),
-]
+def _from_the_plan() -> list[tuple[str, str, tuple[str, ...], float, str]]:
+    """name, title, needs, expected_s, command of each step, from the real plan (so the screen
+    shows the commands rltui runs), in the order the Provision screen lists them."""
+    from pathlib import Path
+
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.config import parse_config
+    from rltui.envfile import EnvFile
+    from rltui.plan.context import Context
+    from rltui.plan.steps import build_plan
+
+    env = Path(__file__).resolve().parents[1] / "data" / "env" / "devrel-demos.env.sh"
+    ctx = Context(parse_config(EnvFile.read(env).values()), Endpoints(label="SANDBOX"), root=STATE)
+    steps = {s.name: s for s in build_plan(ctx)}
+    order = ("enable_apis", "xpk_cluster", "addons", "network_ready", "ip_range", "peering",
+             "lustre_instance", "credentials", "secret", "pv_pvc", "raycluster", "dashboard")
+    assert set(order) == set(steps), "a step was added to the plan: list it here"
+    return [(n, steps[n].title, tuple(steps[n].needs), steps[n].expected_s, steps[n].command()) for n in order]
+
+
+STEPS = _from_the_plan()
 TITLES = {name: title for name, title, *_ in STEPS}
 
 XPK_LINES = (
