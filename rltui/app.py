@@ -14,7 +14,7 @@ import asyncio
 import importlib
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -24,6 +24,17 @@ from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
 from .widgets.chrome import HeaderInfo
+
+if TYPE_CHECKING:
+    from .joblog import CheckpointEvent, TrainingStep
+    from .plan.inventory import Resource
+    from .plan.pods import KubeEvent
+    from .plan.preflight import Check
+    from .plan.runner import RunEvent, RunResult
+    from .plan.view import PlanView
+    from .session import ConfigState
+
+T = TypeVar("T")
 
 # (mode, title, module, class, key)
 SCREENS: list[tuple[str, str, str, str, str]] = [
@@ -45,23 +56,23 @@ def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
     return make
 
 
-class ReplaySignal(Signal):
+class ReplaySignal(Signal, Generic[T]):
     """A signal that remembers: a screen created later (modes are built on first visit)
     receives the last value, or the bounded history of a stream, when it subscribes."""
 
     def __init__(self, owner: App, name: str, keep: int) -> None:
         super().__init__(owner, name)
-        self.history: deque[Any] = deque(maxlen=keep)
+        self.history: deque[T] = deque(maxlen=keep)
 
     @property
-    def last(self) -> Any:
+    def last(self) -> T | None:
         return self.history[-1] if self.history else None
 
-    def publish(self, data: Any) -> None:
+    def publish(self, data: T) -> None:
         self.history.append(data)
         super().publish(data)
 
-    def subscribe(self, node: Any, callback: Callable[[Any], Any], immediate: bool = False) -> None:
+    def subscribe(self, node: Any, callback: Callable[[T], Any], immediate: bool = False) -> None:
         super().subscribe(node, callback, immediate)
         for data in list(self.history):
             callback(data)
@@ -69,7 +80,7 @@ class ReplaySignal(Signal):
 
 class Bus:
     """The topics screens subscribe to. State topics replay their last value; streams replay
-    a bounded history (payload types: see tui brief / each publisher)."""
+    a bounded history. Each topic's payload type is declared below."""
 
     STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
              "job_status", "metrics")
@@ -83,8 +94,23 @@ class Bus:
         for topic, keep in self.STREAMS.items():
             setattr(self, topic, ReplaySignal(owner, topic, keep=keep))
 
-    def __getattr__(self, name: str) -> ReplaySignal:  # for type checkers; real ones are set above
-        raise AttributeError(name)
+    # What each topic carries (set in __init__ from STATE and STREAMS).
+    header: ReplaySignal[HeaderInfo]
+    config: ReplaySignal[ConfigState]
+    preflight: ReplaySignal[list[Check]]
+    plan: ReplaySignal[PlanView]
+    run_result: ReplaySignal[RunResult]
+    inventory: ReplaySignal[list[Resource]]
+    kube_events: ReplaySignal[list[dict[str, Any]]]
+    job_status: ReplaySignal[dict[str, Any]]          # {"id", "status"}
+    metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
+    run_event: ReplaySignal[RunEvent]
+    pod_event: ReplaySignal[KubeEvent]
+    log_lines: ReplaySignal[list[str]]                # a burst of lines, written in one batch
+    step_record: ReplaySignal[TrainingStep]
+    checkpoint: ReplaySignal[CheckpointEvent]
+    teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
+    notice: ReplaySignal[tuple[str, str | None, str]]  # (severity, worker group, message)
 
 
 _HERE = Path(__file__).parent
@@ -293,7 +319,7 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="logs", exit_on_error=False)
     async def follow_logs(self) -> None:
-        from .joblog import JobLogParser, RunTracker
+        from .joblog import CheckpointEvent, JobLogParser, RunTracker
 
         parser, tracker = JobLogParser(), RunTracker()
         partial = [""]
@@ -307,7 +333,7 @@ class RLTuiApp(App):
                 if record is not None:
                     self.bus.step_record.publish(record)
                     self.set_header(job=f"RUNNING {record.step}/{record.total_steps}")
-                if type(ev).__name__ == "CheckpointEvent":
+                if isinstance(ev, CheckpointEvent):
                     self.bus.checkpoint.publish(ev)
 
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})

@@ -66,13 +66,11 @@ class StartScreen(WizardScreen):
 
     def on_mount(self) -> None:
         bus = self.wizard.bus
-        for signal, callback in ((bus.header, self._on_header), (bus.config, self._on_config),
-                                 (bus.preflight, self._on_preflight),
-                                 (bus.inventory, self._on_inventory)):
-            signal.subscribe(self, callback)
-            last = getattr(signal, "last", None)  # published before this screen mounted
-            if last is not None:
-                callback(last)
+        # Each replays what was published before this screen mounted (ReplaySignal).
+        bus.header.subscribe(self, self._on_header)
+        bus.config.subscribe(self, self._on_config)
+        bus.preflight.subscribe(self, self._on_preflight)
+        bus.inventory.subscribe(self, self._on_inventory)
         self._on_header(self.wizard.header_info)
         self._draw_checks()
         self._draw_deployment()
