@@ -1,18 +1,70 @@
-"""Session fixtures shared by the suites that need the whole sandbox.
+"""Session fixtures shared by the suites that need the whole sandbox, and every test's isolation
+from the developer's own configuration.
 
 One daemon per test session (each can start a Ray head: ~650 MB, ~5 s), in a private
 state folder, stopped by PID at the end. Suites that test one service start only that
-service (see their own conftest.py).
+service (see their own conftest.py, built from tests/harness.py).
+
+Fixture names mean one thing across the suite: `sandbox` is that daemon (its status);
+the one-service boxes are named for what they hold (`grpc_box`, `box`, `cloud`, `server`,
+`demo_ray`, ...).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterator, Mapping
 
 import pytest
 
 SPEED = 300.0  # 300 simulated minutes per real minute: a 25-minute xpk create takes 5 s
+
+# What of the developer's shell must not reach a test: their gcloud configuration and account
+# (CLOUDSDK_*; CLOUDSDK_PYTHON* only choose the interpreter gcloud runs on), kubeconfig,
+# rltui settings (RLTUI_SANDBOX_DIR would point tests at their own sandbox), Google
+# credentials and project (GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_CLOUD_PROJECT, ...) and a Ray
+# cluster address.
+DEVELOPER_PREFIXES = ("CLOUDSDK_", "KUBECONFIG", "RLTUI_", "GOOGLE_", "GCLOUD_", "RAY_ADDRESS")
+KEPT = ("CLOUDSDK_PYTHON",)
+# $HOME and the XDG base directories rltui, gcloud, kubectl and Ray fall back to.
+HOME_DIRS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state",
+             "XDG_DATA_HOME": ".local/share"}
+
+
+def developer_vars(environ: Mapping[str, str]) -> list[str]:
+    return sorted(name for name in environ if name.startswith(DEVELOPER_PREFIXES) and not name.startswith(KEPT))
+
+
+def _use_home(mp: pytest.MonkeyPatch, home: Path) -> Path:
+    mp.setenv("HOME", str(home))
+    for var, sub in HOME_DIRS.items():
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        mp.setenv(var, str(home / sub))
+    return home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def developer_env_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """For the whole session, before any other fixture (the sandbox daemon, Ray heads, module
+    fixtures start processes that inherit the environment): the developer's variables above
+    removed, HOME and the XDG directories in a session folder. Restored at the end."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in developer_vars(os.environ):
+            mp.delenv(name)
+        yield _use_home(mp, tmp_path_factory.mktemp("session-home"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(developer_env_removed: Path, request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test: a fresh HOME with its own XDG config, cache, state and data folders (rltui's
+    run state, gcloud's and kubectl's fallbacks), so no test sees the developer's files nor
+    another test's; and RLTUI_SANDBOX_DIR only where the test uses the session's `sandbox`
+    (which sets it once started). Returns that HOME. A test may still monkeypatch any of them."""
+    if "sandbox" not in request.fixturenames:
+        monkeypatch.delenv("RLTUI_SANDBOX_DIR", raising=False)
+    return _use_home(monkeypatch, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture(scope="session")
@@ -22,18 +74,15 @@ def sandbox_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sandbox(sandbox_dir: Path):
-    """A running sandbox daemon; yields its status (what `rltui sandbox status --json` prints)."""
+def sandbox(sandbox_dir: Path) -> Iterator[dict]:
+    """A running sandbox daemon; yields its status (what `rltui sandbox status --json` prints).
+    RLTUI_SANDBOX_DIR names it for the session (rltui run by a test finds it)."""
     from rltui.sandbox import manage
 
-    old = os.environ.get("RLTUI_SANDBOX_DIR")
-    os.environ["RLTUI_SANDBOX_DIR"] = str(sandbox_dir)
-    status = manage.start(speed=SPEED, root=sandbox_dir)
-    try:
-        yield status.info
-    finally:
-        manage.stop(sandbox_dir)
-        if old is None:
-            os.environ.pop("RLTUI_SANDBOX_DIR", None)
-        else:
-            os.environ["RLTUI_SANDBOX_DIR"] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLTUI_SANDBOX_DIR", str(sandbox_dir))
+        status = manage.start(speed=SPEED, root=sandbox_dir)
+        try:
+            yield status.info
+        finally:
+            manage.stop(sandbox_dir)

@@ -108,7 +108,7 @@ def codelab_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 
 @dataclass
-class Sandbox:
+class DemoRay:
     head: RayHead
     nemo_rl_dir: Path
     lustre: Path
@@ -116,9 +116,10 @@ class Sandbox:
 
 
 @pytest.fixture(scope="session")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """A real Ray head whose jobs see the fake /opt/nemo-rl, /lustre and uv, like the GKE pods."""
-    root = tmp_path_factory.mktemp("sandbox")
+def demo_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRay]:
+    """A real Ray head whose jobs see the fake /opt/nemo-rl, /lustre and uv, like the GKE pods (not
+    the sandbox daemon: that is tests/conftest.py's `sandbox`)."""
+    root = tmp_path_factory.mktemp("demo-ray")
     nemo_rl = install_fake_nemo_rl(root / "nemo-rl")
     lustre = root / "lustre"
     lustre.mkdir()
@@ -133,6 +134,6 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     head = RayHead.start(None, env, num_cpus=1)
     try:
         head.wait_ready(timeout=30)
-        yield Sandbox(head, nemo_rl, lustre, bin_dir)
+        yield DemoRay(head, nemo_rl, lustre, bin_dir)
     finally:
         head.stop()

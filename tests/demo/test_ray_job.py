@@ -46,19 +46,19 @@ def _head_processes(head_pid: int) -> set[int]:
     return found
 
 
-def test_codelab_job_submission_succeeds(sandbox, tmp_path: Path, demo) -> None:
+def test_codelab_job_submission_succeeds(demo_ray, tmp_path: Path, demo) -> None:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     workdir = tmp_path / "job"
     workdir.mkdir()
     shutil.copy(demo.run_script, workdir / "run_nemo_rl.sh")
-    client = JobSubmissionClient(sandbox.head.dashboard_url)
+    client = JobSubmissionClient(demo_ray.head.dashboard_url)
     job_id = client.submit_job(
         entrypoint="bash run_nemo_rl.sh",
         runtime_env={
             "working_dir": str(workdir),
             "env_vars": {
-                "HF_HOME": str(sandbox.lustre / "huggingface_cache"),
+                "HF_HOME": str(demo_ray.lustre / "huggingface_cache"),
                 "GLOO_SOCKET_IFNAME": "eth0",
                 "NCCL_SOCKET_IFNAME": "eth0",
             },
@@ -73,16 +73,16 @@ def test_codelab_job_submission_succeeds(sandbox, tmp_path: Path, demo) -> None:
     assert "--- Running on Ray Cluster ---" in logs
     assert "=" * 25 + " Step 20/20 " + "=" * 25 in logs
     assert "Max number of steps has been reached, stopping training early" in logs
-    ckpt = sandbox.lustre / "nemo_rl_qwen_72b_ds_cp" / "nemo-rl-grpo-test1"
+    ckpt = demo_ray.lustre / "nemo_rl_qwen_72b_ds_cp" / "nemo-rl-grpo-test1"
     assert sorted(p.name for p in ckpt.iterdir()) == ["step_18", "step_20"]
-    assert (sandbox.lustre / "huggingface_cache").is_dir()
+    assert (demo_ray.lustre / "huggingface_cache").is_dir()
 
 
-def test_stop_leaves_no_process_of_the_head(sandbox, tmp_path: Path, demo) -> None:
+def test_stop_leaves_no_process_of_the_head(demo_ray, tmp_path: Path, demo) -> None:
     """Stopped mid-job, like `rltui sandbox stop` during training: nothing of the head survives."""
     from ray.job_submission import JobSubmissionClient
 
-    head = sandbox.head
+    head = demo_ray.head
     assert head.alive()
     workdir = tmp_path / "job"
     workdir.mkdir()

@@ -44,8 +44,8 @@ def running_cluster(box) -> None:
     box.run(box.world.wait_cluster_operation(PROJECT, REGION, op.name))
 
 
-def test_missing_cluster_is_not_found_like_the_real_api(sandbox, clients) -> None:
-    client = clients.gke(sandbox)
+def test_missing_cluster_is_not_found_like_the_real_api(grpc_box, clients) -> None:
+    client = clients.gke(grpc_box)
     with pytest.raises(exceptions.NotFound) as err:
         client.get_cluster(name=NAME)
     assert err.value.message == f"Not found: {NAME}. Could not find [{CLUSTER}] in [{REGION}]."
@@ -53,9 +53,9 @@ def test_missing_cluster_is_not_found_like_the_real_api(sandbox, clients) -> Non
         client.get_operation(name=f"projects/{PROJECT}/locations/{REGION}/operations/operation-1-deadbeef")
 
 
-def test_create_cluster_provisions_then_runs_with_its_node_pools(make_sandbox, clients) -> None:
-    sandbox = make_sandbox(speed=600.0)  # control plane: 10 minutes = 1 s, time to see PROVISIONING
-    client = clients.gke(sandbox)
+def test_create_cluster_provisions_then_runs_with_its_node_pools(make_grpc_box, clients) -> None:
+    grpc_box = make_grpc_box(speed=600.0)  # control plane: 10 minutes = 1 s, time to see PROVISIONING
+    client = clients.gke(grpc_box)
     cluster = container_v1.Cluster(
         name=CLUSTER,
         node_pools=[container_v1.NodePool(name="cpu-pool", initial_node_count=2,
@@ -86,8 +86,8 @@ def test_create_cluster_provisions_then_runs_with_its_node_pools(make_sandbox, c
     assert [o.name for o in ops] == [op.name]
 
 
-def test_addon_update_takes_time_and_a_busy_cluster_refuses_a_second(make_sandbox, clients) -> None:
-    box = make_sandbox(speed=600.0)  # addon_update: 4 minutes = 0.4 s
+def test_addon_update_takes_time_and_a_busy_cluster_refuses_a_second(make_grpc_box, clients) -> None:
+    box = make_grpc_box(speed=600.0)  # addon_update: 4 minutes = 0.4 s
     client = clients.gke(box)
     running_cluster(box)
     desired = container_v1.AddonsConfig(
@@ -118,9 +118,9 @@ def test_addon_update_takes_time_and_a_busy_cluster_refuses_a_second(make_sandbo
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RUNNING
 
 
-def test_set_addons_config_and_unsupported_updates(sandbox, clients) -> None:
-    client = clients.gke(sandbox)
-    running_cluster(sandbox)
+def test_set_addons_config_and_unsupported_updates(grpc_box, clients) -> None:
+    client = clients.gke(grpc_box)
+    running_cluster(grpc_box)
     with pytest.raises(exceptions.MethodNotImplemented, match="desired_node_pool_id"):
         client.update_cluster(name=NAME, update=container_v1.ClusterUpdate(desired_node_version="1.34"))
     with pytest.raises(exceptions.MethodNotImplemented, match="desired_master_version"):
@@ -131,10 +131,10 @@ def test_set_addons_config_and_unsupported_updates(sandbox, clients) -> None:
     assert client.get_cluster(name=NAME).addons_config.ray_operator_config.enabled
 
 
-def test_delete_cluster_stops_then_is_gone(make_sandbox, clients) -> None:
-    sandbox = make_sandbox(speed=600.0)  # xpk_delete: 15 minutes = 1.5 s, time to see STOPPING
-    client = clients.gke(sandbox)
-    running_cluster(sandbox)
+def test_delete_cluster_stops_then_is_gone(make_grpc_box, clients) -> None:
+    grpc_box = make_grpc_box(speed=600.0)  # xpk_delete: 15 minutes = 1.5 s, time to see STOPPING
+    client = clients.gke(grpc_box)
+    running_cluster(grpc_box)
     op = client.delete_cluster(name=NAME)
     assert op.operation_type == Op.Type.DELETE_CLUSTER
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.STOPPING
@@ -143,26 +143,26 @@ def test_delete_cluster_stops_then_is_gone(make_sandbox, clients) -> None:
         client.get_cluster(name=NAME)
 
 
-def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
-    world = sandbox.world
+def test_xpk_create_then_delete_in_phases(grpc_box, clients) -> None:
+    world = grpc_box.world
     world.gke_auto_upgrade = False  # its own test below
     events, lines = [], []
-    sandbox.call(world.subscribe, events.append)
+    grpc_box.call(world.subscribe, events.append)
     start = time.monotonic()
-    sandbox.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8, progress=lines.append))
+    grpc_box.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8, progress=lines.append))
     took = time.monotonic() - start
     pool = f"a4-highgpu-8g-{CLUSTER}-a4-pool"  # Cluster Toolkit gke-node-pool's default name
 
     assert 0.2 <= took < 3  # 25 profile minutes at speed 6000
     assert lines[-1] == "Apply complete!"  # gcluster deploy's Terraform output; xpk prints its own exit line
-    nets = {n.name: n for n in sandbox.call(world.list_networks, PROJECT)}
+    nets = {n.name: n for n in grpc_box.call(world.list_networks, PROJECT)}
     assert {k: n.created_by for k, n in nets.items()} == {
         "default": "", f"{CLUSTER}-net-0": "xpk", f"{CLUSTER}-net-1": "xpk", f"{CLUSTER}-rdma-net": "xpk"}
     rdma = nets[f"{CLUSTER}-rdma-net"].subnets
     assert [(s.name, s.ip_cidr_range) for s in rdma[:2]] == [
         (f"{CLUSTER}-rdma-sub-0", "192.168.128.0/21"), (f"{CLUSTER}-rdma-sub-1", "192.168.136.0/21")]
     assert len(rdma) == 8 and rdma[-1].ip_cidr_range == "192.168.184.0/21"
-    rules = {f.name: (f.network, f.source_ranges) for f in sandbox.call(world.list_firewalls, PROJECT)
+    rules = {f.name: (f.network, f.source_ranges) for f in grpc_box.call(world.list_firewalls, PROJECT)
              if f.created_by == "xpk"}
     assert rules == {f"{CLUSTER}-internal-0": (f"{CLUSTER}-net-0", ["192.168.0.0/16"]),
                      f"{CLUSTER}-internal-1": (f"{CLUSTER}-net-1", ["192.168.0.0/16"])}
@@ -175,7 +175,7 @@ def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
     assert gpu["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-b200"
 
     # The real client sees xpk's regional cluster, its network, both pools and the Toolkit's labels.
-    client = clients.gke(sandbox)
+    client = clients.gke(grpc_box)
     got = client.get_cluster(name=NAME)
     assert got.network == f"{CLUSTER}-net-0" and got.current_node_count == 6 + 8
     assert [p.name for p in client.list_node_pools(parent=NAME).node_pools] == ["system", pool]
@@ -188,26 +188,26 @@ def test_xpk_create_then_delete_in_phases(sandbox, clients) -> None:
 
     # The codelab's Lustre peering on net-0 keeps xpk from deleting that network.
     net0 = f"{CLUSTER}-net-0"
-    sandbox.run(world.create_address(PROJECT, f"google-managed-services-{net0}", network=net0, prefix_length=24))
+    grpc_box.run(world.create_address(PROJECT, f"google-managed-services-{net0}", network=net0, prefix_length=24))
     with pytest.raises(FailedPrecondition, match=f"networks/{net0}' is already being used by"):
-        sandbox.run(world.xpk_cluster_delete(PROJECT, ZONE, CLUSTER))
+        grpc_box.run(world.xpk_cluster_delete(PROJECT, ZONE, CLUSTER))
     with pytest.raises(exceptions.NotFound):
         client.get_cluster(name=NAME)
-    assert [n.name for n in sandbox.call(world.list_networks, PROJECT)] == ["default", net0]
-    assert [f for f in sandbox.call(world.list_firewalls, PROJECT) if f.created_by == "xpk"] == []
+    assert [n.name for n in grpc_box.call(world.list_networks, PROJECT)] == ["default", net0]
+    assert [f for f in grpc_box.call(world.list_firewalls, PROJECT) if f.created_by == "xpk"] == []
     assert [e.kind for e in events[-3:]] == ["node_pool_deleted", "node_pool_deleted", "cluster_deleted"]
 
 
-def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> None:
+def test_gke_upgrades_the_master_right_after_xpk_create(grpc_box, clients) -> None:
     """GKE's own UPGRADE_MASTER: the "is currently upgrading" wording, with the same reason."""
-    sandbox.run(sandbox.world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2))
-    client = clients.gke(sandbox)
+    grpc_box.run(grpc_box.world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2))
+    client = clients.gke(grpc_box)
     newest = max(client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations,
                  key=lambda o: o.start_time)
     assert newest.operation_type == Op.Type.UPGRADE_MASTER  # GKE's own, started by nobody
     # At speed 6000 it lasts 0.08 s: hold one for 30 s to see the refusal on a loaded machine.
-    sandbox.run(sandbox.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
-    held = sandbox.call(sandbox.world.start_gke_upgrade, PROJECT, REGION, CLUSTER, seconds=30)
+    grpc_box.run(grpc_box.world.wait_cluster_idle(PROJECT, REGION, CLUSTER))
+    held = grpc_box.call(grpc_box.world.start_gke_upgrade, PROJECT, REGION, CLUSTER, seconds=30)
     ops = [o for o in client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
            if o.status != Op.Status.DONE]
     assert [o.name for o in ops] == [held.name]
@@ -218,7 +218,7 @@ def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> Non
     assert err.value.message == (f"Operation {ops[0].name} is currently upgrading cluster {CLUSTER}. "
                                  "Please wait and try again once it is done.")
     assert err.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
-    sandbox.call(sandbox.world._on_gke_upgraded, PROJECT, REGION, CLUSTER, held.name)  # end it now
+    grpc_box.call(grpc_box.world._on_gke_upgraded, PROJECT, REGION, CLUSTER, held.name)  # end it now
     wait_done(client, ops[0])
     assert client.get_cluster(name=NAME).status == container_v1.Cluster.Status.RUNNING
     op = client.set_addons_config(name=NAME, addons_config=container_v1.AddonsConfig(
@@ -226,10 +226,10 @@ def test_gke_upgrades_the_master_right_after_xpk_create(sandbox, clients) -> Non
     assert wait_done(client, op).status == Op.Status.DONE
 
 
-def test_set_labels_checks_the_fingerprint(make_sandbox, clients) -> None:
-    sandbox = make_sandbox(speed=60.0)  # gke_set_labels: 0.1 minute = 0.1 s
-    client = clients.gke(sandbox)
-    running_cluster(sandbox)
+def test_set_labels_checks_the_fingerprint(make_grpc_box, clients) -> None:
+    grpc_box = make_grpc_box(speed=60.0)  # gke_set_labels: 0.1 minute = 0.1 s
+    client = clients.gke(grpc_box)
+    running_cluster(grpc_box)
     first = client.get_cluster(name=NAME)
     with pytest.raises(exceptions.FailedPrecondition) as err:
         client.set_labels(request={"name": NAME, "resource_labels": {"team": "rl"}, "label_fingerprint": ""})
@@ -250,12 +250,12 @@ def test_set_labels_checks_the_fingerprint(make_sandbox, clients) -> None:
         client.set_labels(request={"name": NAME, "resource_labels": {}, "label_fingerprint": first.label_fingerprint})
 
 
-def test_update_node_pool_is_an_upgrade_nodes_operation(make_sandbox, clients) -> None:
-    sandbox = make_sandbox(speed=120.0)  # one node recreated: 4 minutes = 2 s, time to see it busy
-    client = clients.gke(sandbox)
-    running_cluster(sandbox)
+def test_update_node_pool_is_an_upgrade_nodes_operation(make_grpc_box, clients) -> None:
+    grpc_box = make_grpc_box(speed=120.0)  # one node recreated: 4 minutes = 2 s, time to see it busy
+    client = clients.gke(grpc_box)
+    running_cluster(grpc_box)
     events: list = []
-    sandbox.call(sandbox.world.subscribe, events.append)
+    grpc_box.call(grpc_box.world.subscribe, events.append)
     pool = f"{NAME}/nodePools/default-pool"
     with pytest.raises(exceptions.InvalidArgument, match="node_version is required"):
         client.update_node_pool(request={"name": pool, "image_type": "COS_CONTAINERD"})
@@ -278,13 +278,13 @@ def test_update_node_pool_is_an_upgrade_nodes_operation(make_sandbox, clients) -
     wait_done(client, op)
 
 
-def test_node_pool_over_gpu_quota_leaves_the_error_in_its_operation(sandbox, clients) -> None:
-    world = sandbox.world
+def test_node_pool_over_gpu_quota_leaves_the_error_in_its_operation(grpc_box, clients) -> None:
+    world = grpc_box.world
     world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 32.0  # 8 Spot nodes x 8 GPUs = 64
     with pytest.raises(Exception) as err:
-        sandbox.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8))
+        grpc_box.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8))
     assert "Quota 'PREEMPTIBLE_NVIDIA_B200_GPUS' exceeded.  Limit: 32.0 in region us-east1." in str(err.value)
-    client = clients.gke(sandbox)
+    client = clients.gke(grpc_box)
     ops = client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
     failed = [o for o in ops if o.operation_type == Op.Type.CREATE_NODE_POOL]
     assert len(failed) == 1 and failed[0].status == Op.Status.DONE

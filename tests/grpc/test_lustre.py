@@ -35,8 +35,8 @@ def create(client, instance_id: str = "rl-demo-gpu-lustre", **overrides):
     return client.create_instance(parent=PARENT, instance_id=instance_id, instance=codelab_instance(**overrides))
 
 
-def test_create_reaches_active_with_a_mount_point(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
+def test_create_reaches_active_with_a_mount_point(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
     op = create(client)
     assert not op.done()
     assert op.metadata.verb == "create" and op.metadata.target == NAME
@@ -50,11 +50,11 @@ def test_create_reaches_active_with_a_mount_point(sandbox, clients) -> None:
     assert inst.capacity_gib == 9000 and inst.per_unit_storage_throughput == 1000
     assert dict(inst.labels) == {"app": "rl-demo"}
     assert client.get_instance(name=NAME) == inst
-    assert sandbox.call(sandbox.world.lustre_dir, PROJECT, ZONE, "rl-demo-gpu-lustre").is_dir()
+    assert grpc_box.call(grpc_box.world.lustre_dir, PROJECT, ZONE, "rl-demo-gpu-lustre").is_dir()
 
 
-def test_list_shows_instances_per_zone_and_across_zones(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
+def test_list_shows_instances_per_zone_and_across_zones(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
     create(client, "first").result(timeout=20, polling=FAST_POLL)
     client.create_instance(parent=f"projects/{PROJECT}/locations/us-central1-a", instance_id="second",
                            instance=codelab_instance()).result(timeout=20, polling=FAST_POLL)
@@ -67,8 +67,8 @@ def test_list_shows_instances_per_zone_and_across_zones(sandbox, clients) -> Non
     assert sorted(i.name.rsplit("/", 1)[1] for i in pages) == ["first", "second"]
 
 
-def test_a_second_instance_with_the_same_id_already_exists(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
+def test_a_second_instance_with_the_same_id_already_exists(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
     create(client)
     with pytest.raises(exceptions.AlreadyExists, match="rl-demo-gpu-lustre"):
         create(client)
@@ -85,8 +85,8 @@ def test_a_second_instance_with_the_same_id_already_exists(sandbox, clients) -> 
     ("ok-id", {"filesystem": "ninechars"}, "filesystem"),
     ("ok-id", {"network": "default"}, "network"),
 ])
-def test_invalid_requests_name_the_field(sandbox, clients, instance_id, overrides, field) -> None:
-    client = clients.lustre(sandbox)
+def test_invalid_requests_name_the_field(grpc_box, clients, instance_id, overrides, field) -> None:
+    client = clients.lustre(grpc_box)
     with pytest.raises(exceptions.InvalidArgument) as err:
         create(client, instance_id, **overrides)
     assert field in err.value.message
@@ -103,11 +103,11 @@ def test_capacity_table_allows_the_documented_sizes() -> None:
     assert tier[125].allows(72_000) and not tier[125].allows(144_000 + 9_000)
 
 
-def test_network_without_private_services_access_is_refused_until_peered(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
-    world = sandbox.world
+def test_network_without_private_services_access_is_refused_until_peered(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
+    world = grpc_box.world
     net = "ray-a4-gpu-spot-net-0"
-    sandbox.call(world.create_network, PROJECT, net, subnets=[Subnet(f"{net}-sub", "us-east1", "192.168.0.0/18")])
+    grpc_box.call(world.create_network, PROJECT, net, subnets=[Subnet(f"{net}-sub", "us-east1", "192.168.0.0/18")])
     network = f"projects/{PROJECT}/global/networks/{net}"
 
     with pytest.raises(exceptions.FailedPrecondition) as err:
@@ -115,21 +115,21 @@ def test_network_without_private_services_access_is_refused_until_peered(sandbox
     assert "private services access" in err.value.message and net in err.value.message
 
     # The codelab's fix: allocate a /24 and connect it to servicenetworking.
-    sandbox.run(world.create_address(PROJECT, f"google-managed-services-{net}", network=net, prefix_length=24))
-    sandbox.run(world.connect_peering(PROJECT, net, [f"google-managed-services-{net}"]))
+    grpc_box.run(world.create_address(PROJECT, f"google-managed-services-{net}", network=net, prefix_length=24))
+    grpc_box.run(world.connect_peering(PROJECT, net, [f"google-managed-services-{net}"]))
     inst = create(client, network=network).result(timeout=20, polling=FAST_POLL)
     assert inst.mount_point == "10.90.0.2@tcp:/lustre"
 
 
-def test_unknown_network_is_invalid(sandbox, clients) -> None:
+def test_unknown_network_is_invalid(grpc_box, clients) -> None:
     with pytest.raises(exceptions.InvalidArgument, match="does not exist"):
-        create(clients.lustre(sandbox), network=f"projects/{PROJECT}/global/networks/nope")
+        create(clients.lustre(grpc_box), network=f"projects/{PROJECT}/global/networks/nope")
 
 
-def test_delete_goes_deleting_then_gone_with_its_data(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
+def test_delete_goes_deleting_then_gone_with_its_data(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
     create(client).result(timeout=20, polling=FAST_POLL)
-    folder = sandbox.call(sandbox.world.lustre_dir, PROJECT, ZONE, "rl-demo-gpu-lustre")
+    folder = grpc_box.call(grpc_box.world.lustre_dir, PROJECT, ZONE, "rl-demo-gpu-lustre")
     (folder / "step_1").mkdir()
 
     op = client.delete_instance(name=NAME)
@@ -145,8 +145,8 @@ def test_delete_goes_deleting_then_gone_with_its_data(sandbox, clients) -> None:
     assert not folder.exists()
 
 
-def test_operations_are_listed_and_a_create_can_be_cancelled(make_sandbox, clients) -> None:
-    box = make_sandbox(speed=60.0)  # 12 minutes = 12 s: the create is surely still running
+def test_operations_are_listed_and_a_create_can_be_cancelled(make_grpc_box, clients) -> None:
+    box = make_grpc_box(speed=60.0)  # 12 minutes = 12 s: the create is surely still running
     client = clients.lustre(box)
     op = create(client)
     listed = client.list_operations(request={"name": PARENT})
@@ -164,8 +164,8 @@ def test_operations_are_listed_and_a_create_can_be_cancelled(make_sandbox, clien
         client.get_operation(request={"name": op.operation.name})
 
 
-def test_repeated_request_id_returns_the_first_operation(sandbox, clients) -> None:
-    client = clients.lustre(sandbox)
+def test_repeated_request_id_returns_the_first_operation(grpc_box, clients) -> None:
+    client = clients.lustre(grpc_box)
     request = {"parent": PARENT, "instance_id": "rl-demo-gpu-lustre", "instance": codelab_instance(),
                "request_id": "3f1c2f0e-5a8d-4d7e-9a51-0c1f9a7b2e11"}
     first = client.create_instance(request=request)
@@ -173,8 +173,8 @@ def test_repeated_request_id_returns_the_first_operation(sandbox, clients) -> No
     assert first.operation.name == second.operation.name
 
 
-async def test_async_client_create_get_list_delete(sandbox, clients) -> None:
-    client = clients.lustre_async(sandbox)
+async def test_async_client_create_get_list_delete(grpc_box, clients) -> None:
+    client = clients.lustre_async(grpc_box)
     start = time.monotonic()
     op = await client.create_instance(parent=PARENT, instance_id="rl-demo-gpu-lustre", instance=codelab_instance())
     inst = await op.result(timeout=20)
@@ -192,11 +192,11 @@ async def test_async_client_create_get_list_delete(sandbox, clients) -> None:
         await client.get_instance(name=NAME)
 
 
-def test_a_create_over_quota_fails_late_and_keeps_its_error(sandbox, clients) -> None:
+def test_a_create_over_quota_fails_late_and_keeps_its_error(grpc_box, clients) -> None:
     from google.rpc import error_details_pb2
 
-    client = clients.lustre(sandbox)
-    sandbox.call(setattr, sandbox.world, "lustre_quota_gib", 18_000)
+    client = clients.lustre(grpc_box)
+    grpc_box.call(setattr, grpc_box.world, "lustre_quota_gib", 18_000)
     create(client, "first").result(timeout=20, polling=FAST_POLL)  # 9,000 of 18,000 GiB
     op = create(client, "second", capacity_gib=18_000)  # accepted now, refused later
     assert client.get_instance(name=f"{PARENT}/instances/second").state == Instance.State.CREATING
@@ -220,15 +220,15 @@ def test_a_create_over_quota_fails_late_and_keeps_its_error(sandbox, clients) ->
     other = client.create_instance(parent=f"projects/{PROJECT}/locations/us-central1-a", instance_id="second",
                                    instance=codelab_instance(capacity_gib=18_000))
     assert other.result(timeout=20, polling=FAST_POLL).state == Instance.State.ACTIVE
-    ops = [o for o in sandbox.world.record.snapshot()["operations"] if o["kind"] == "lustre.create"]
+    ops = [o for o in grpc_box.world.record.snapshot()["operations"] if o["kind"] == "lustre.create"]
     assert [o["error"] for o in ops] == [None, "RESOURCE_EXHAUSTED", None]
 
 
-def test_a_stockout_fault_ends_the_create_with_internal(make_sandbox, clients) -> None:
+def test_a_stockout_fault_ends_the_create_with_internal(make_grpc_box, clients) -> None:
     from rltui.sandbox.faults import Faults
 
     faults = Faults(0.0, seed=3)
-    box = make_sandbox(faults=faults)
+    box = make_grpc_box(faults=faults)
     faults.force("lustre:create-late")
     client = clients.lustre(box)
     op = create(client)
@@ -242,8 +242,8 @@ def test_a_stockout_fault_ends_the_create_with_internal(make_sandbox, clients) -
     assert create(client).result(timeout=20, polling=FAST_POLL).state == Instance.State.ACTIVE
 
 
-def test_an_active_instance_can_be_repairing_for_a_while(make_sandbox, clients) -> None:
-    box = make_sandbox()
+def test_an_active_instance_can_be_repairing_for_a_while(make_grpc_box, clients) -> None:
+    box = make_grpc_box()
     client = clients.lustre(box)
     create(client).result(timeout=20, polling=FAST_POLL)
     box.call(box.world.set_lustre_state, PROJECT, ZONE, "rl-demo-gpu-lustre", "REPAIRING", seconds=0.3)

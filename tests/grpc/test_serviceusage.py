@@ -19,8 +19,8 @@ State = service_usage_v1.State
 
 
 @pytest.fixture
-def fresh(make_sandbox):
-    return make_sandbox(enabled_services=())
+def fresh(make_grpc_box):
+    return make_grpc_box(enabled_services=())
 
 
 def usage(box) -> service_usage_v1.ServiceUsageClient:

@@ -153,8 +153,8 @@ async def test_a_create_in_flight_blocks_delete_and_peering_removal(tmp_path: Pa
     world.close()
 
 
-def _fault_pattern(make_sandbox, clients, seed: int, state: str) -> list[str]:
-    box = make_sandbox(faults=Faults(0.3, seed=seed), state=state)
+def _fault_pattern(make_grpc_box, clients, seed: int, state: str) -> list[str]:
+    box = make_grpc_box(faults=Faults(0.3, seed=seed), state=state)
     client = clients.lustre(box)
     outcome = []
     for _ in range(30):
@@ -165,10 +165,10 @@ def _fault_pattern(make_sandbox, clients, seed: int, state: str) -> list[str]:
     return outcome
 
 
-def test_faults_are_reproducible_per_seed(make_sandbox, clients) -> None:
-    first = _fault_pattern(make_sandbox, clients, seed=7, state="a")
-    again = _fault_pattern(make_sandbox, clients, seed=7, state="b")
-    other = _fault_pattern(make_sandbox, clients, seed=8, state="c")
+def test_faults_are_reproducible_per_seed(make_grpc_box, clients) -> None:
+    first = _fault_pattern(make_grpc_box, clients, seed=7, state="a")
+    again = _fault_pattern(make_grpc_box, clients, seed=7, state="b")
+    other = _fault_pattern(make_grpc_box, clients, seed=8, state="c")
     assert first == again
     assert first != other
     assert {"UNAVAILABLE", "RESOURCE_EXHAUSTED"} <= set(first)  # both transient kinds occur
@@ -176,8 +176,8 @@ def test_faults_are_reproducible_per_seed(make_sandbox, clients) -> None:
     assert 0.1 < sum(code != "NOT_FOUND" for code in first) / len(first) < 0.6
 
 
-def test_fault_message_says_it_is_transient(make_sandbox, clients) -> None:
-    box = make_sandbox(faults=Faults(1.0, seed=0))
+def test_fault_message_says_it_is_transient(make_grpc_box, clients) -> None:
+    box = make_grpc_box(faults=Faults(1.0, seed=0))
     with pytest.raises(exceptions.GoogleAPICallError) as err:
         clients.gke(box).list_clusters(parent=f"projects/{PROJECT}/locations/-", retry=None)
     assert err.value.grpc_status_code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)

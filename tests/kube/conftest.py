@@ -3,13 +3,12 @@
 The SYNC `kubernetes` client and kubectl then talk to it as to GKE's: over HTTPS (a test CA
 from the sandbox's tls module) with a bearer token (a kubeconfig with certificate-authority-data
 and the fixed sandbox token), while the test thread can still drive the store in-process
-(`server.call(store.create(...))`), like the toy KubeRay controller does.
+(`server.call(store.create(...))`), like the toy KubeRay controller does. The loop thread is
+tests/harness.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 from typing import Any, Coroutine, Iterator
 
@@ -21,31 +20,34 @@ from rltui.sandbox.kube import KubeStore, write_kubeconfig
 from rltui.sandbox.kube.api import start
 from rltui.sandbox.kube.auth import TokenIssuer
 from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
+from tests import harness
 
 
 class Server:
+    """The fake API server, https only, on its loop thread. `call(coro)` runs a coroutine (a
+    KubeStore method) on that loop; `url` is https://127.0.0.1:PORT."""
+
     def __init__(self, root: Path | None, kubeconfig: Path, tls: SandboxTLS,
                  faults: Faults | None = None) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-kube", daemon=True)
-        self.thread.start()
+        self.lt = harness.LoopThread("fake-kube", timeout=10)
+        self.loop = self.lt.loop
         self.store = KubeStore(root, faults)
-        issuer = TokenIssuer.load(tls.folder)
-        self.runner, self.url = self.call(start(self.store, bookmark_interval=0.3, tick=0.1,
-                                                tls=tls, issuer=issuer))
+        self.lt.start(self._start(tls, TokenIssuer.load(tls.folder)))
         self.kubeconfig = write_kubeconfig(kubeconfig, self.url, ca_pem=tls.ca_pem)
 
+    async def _start(self, tls: SandboxTLS, issuer: TokenIssuer) -> None:
+        # api.start, the module's own entry point, rather than the harness's serve_app.
+        self.runner, self.url = await start(self.store, bookmark_interval=0.3, tick=0.1, tls=tls, issuer=issuer)
+        self.lt.defer(self.runner.cleanup)
+
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 10) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return self.lt.run(coro, timeout)
 
     def api_client(self) -> client.ApiClient:
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
     def stop(self) -> None:
-        self.call(self.runner.cleanup(), timeout=15)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+        self.lt.stop(timeout=15)
 
 
 @pytest.fixture(scope="session")

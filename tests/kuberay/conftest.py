@@ -7,7 +7,8 @@ and only with a bearer token. The `kubernetes` client is built by rltui's real-m
 (the GKE cluster's endpoint and CA, a token from an ADC file refreshed at the sandbox's token
 endpoint); kubectl reads a kubeconfig holding the CA and the fixed sandbox token.
 
-The modules share fixtures through `tools` (importlib import mode cannot import a conftest).
+The modules share fixtures through `tools` (importlib import mode cannot import a conftest);
+the parts come from tests/harness.py.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ from rltui.atomic import write_private
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.kube import gke_configuration
 from rltui.config import RLConfig, parse_config
-from rltui.sandbox.kube import KubeStore, make_app, write_kubeconfig
-from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
-from rltui.sandbox.kube.tls import ensure_tls
+from rltui.sandbox.kube import KubeStore, write_kubeconfig
+from rltui.sandbox.kube.auth import write_adc
 from rltui.sandbox.kuberay import KubeRayController, add_preempt_route
 from rltui.sandbox.profile import Clock, LatencyProfile, Operation
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World, region_of
+from rltui.sandbox.world import region_of
+from tests import harness
 
 PROJECT = "rl-sandbox-test"
 SPEED = 3000.0  # 7 profile minutes of image pull take 0.14 s
@@ -59,28 +59,20 @@ def codelab_config(**extra: str) -> RLConfig:
     return parse_config({"PROJECT_ID": PROJECT, "NUM_NODES": "2", "HF_TOKEN": HF_TOKEN, **extra})
 
 
-def _loopback_socket() -> socket.socket:
-    # Bound before the app starts (as the daemon does), so the World and ADC file know the URLs.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 class Box:
     """World + fake kube API + controller on one loop thread, on the daemon's two sites:
     `control_url` (plain http: /_sandbox/ control routes and the token endpoint) and
-    `kube_server` (https://<the GKE clusters' endpoint>: the Kubernetes API, bearer tokens only)."""
+    `kube_server` (https://<the GKE clusters' endpoint>: the Kubernetes API, bearer tokens only).
+    `call(coro)` runs a coroutine on the loop, `fn(f, ...)` a sync World/store method."""
 
     def __init__(self, root: Path, world_profile: LatencyProfile, controller_profile: LatencyProfile) -> None:
         self.root = root
         self.world_profile, self.controller_profile = world_profile, controller_profile
         self.children: list[list[int]] = []  # every on_children call
         self.creds: Any = None  # google-auth credentials from the ADC file, once api() needs them
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="sandbox", daemon=True)
-        self.thread.start()
-        self.call(self._start(), timeout=30)
+        self.lt = harness.LoopThread("sandbox", timeout=20)
+        self.loop = self.lt.loop
+        self.lt.start(self._start(), timeout=30)
         self.kubeconfig = write_kubeconfig(root / "kubeconfig", self.kube_server, ca_pem=self.tls.ca_pem)
 
     def _controller(self) -> KubeRayController:
@@ -90,40 +82,33 @@ class Box:
                                  head_env={"RLTUI_DEMO_STEP_SECONDS": "0"})
 
     async def _start(self) -> None:
-        from aiohttp import web
-
-        self.world = World(self.root / "world", Clock(self.world_profile, SPEED, seed=1),
-                           enabled_services=CODELAB_APIS)
+        enter = self.lt.stack.enter_async_context
+        self.world = await enter(harness.world(self.root / "world", speed=SPEED, profile=self.world_profile))
         self.store = KubeStore(self.root / "kube")
         self.controller = self._controller()
         # The daemon's wiring (daemon.serve): the clusters' endpoint is the https site, whose
-        # certificate chains to the CA GKE hands out as master_auth.cluster_ca_certificate.
-        sock, tls_sock = _loopback_socket(), _loopback_socket()
-        self.control_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.kube_endpoint = f"127.0.0.1:{tls_sock.getsockname()[1]}"
-        self.kube_server = f"https://{self.kube_endpoint}"
-        self.tls = ensure_tls(self.root / "tls")
-        self.issuer = TokenIssuer.load(self.root / "tls")
-        self.world.kube_endpoint, self.world.kube_ca_b64 = self.kube_endpoint, self.tls.ca_b64
+        # certificate chains to the CA GKE hands out as master_auth.cluster_ca_certificate. Its
+        # sockets are bound first, so the ADC file knows the token endpoint's URL.
+        sites = harness.Sites(plain=True, https=True)
+        self.control_url = sites.url
+        self.kube_endpoint, self.kube_server = sites.endpoint, sites.server
+        auth = harness.KubeAuth.load(self.root / "tls")
+        self.tls, self.issuer = auth.tls, auth.issuer
         self.adc = write_adc(self.root / "adc.json", f"{self.control_url}/token", self.issuer)
-        app = make_app(self.store, bookmark_interval=0.3, tick=0.1, issuer=self.issuer)
-        add_token_route(app, self.issuer)
+        app = harness.kube_app(self.store, auth, bookmark_interval=0.3, tick=0.1)
         # The route reaches whichever controller runs now (tests restart it).
         add_preempt_route(app, _Current(self))  # type: ignore[arg-type]
-        self.runner = web.AppRunner(app, shutdown_timeout=2.0, access_log=None)
-        await self.runner.setup()
-        await web.SockSite(self.runner, sock).start()
-        await web.SockSite(self.runner, tls_sock, ssl_context=self.tls.server_context()).start()
+        await enter(harness.daemon_sites(app, auth, self.world, sites=sites, shutdown_timeout=2.0))
         await self.controller.start()
+        # Stopped first (the parts stop last-started-first): whichever controller runs by then.
+        self.lt.defer(lambda: self.controller.stop())
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 20) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return self.lt.run(coro, timeout)
 
     def fn(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a (sync) World/store method on the loop: they are single-threaded."""
-        async def run() -> Any:
-            return f(*args, **kwargs)
-        return self.call(run())
+        return self.lt.call(f, *args, **kwargs)
 
     def restart_controller(self) -> None:
         """What a daemon restart does to the controller: a new one over the same store and World."""
@@ -157,16 +142,10 @@ class Box:
             return exc.code, json.loads(exc.read())
 
     def stop(self) -> None:
-        async def stop() -> None:
-            await self.controller.stop()
-            await self.runner.cleanup()
-            self.world.close()
-        # stop() waits for a Ray head still starting (up to its 30 s readiness wait) so it can
-        # end it by PID, then stops it (10 s + sweep): on a loaded 2-core box that exceeds 60 s.
-        self.call(stop(), timeout=180)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+        # The controller's stop waits for a Ray head still starting (up to its 30 s readiness
+        # wait) so it can end it by PID, then stops it (10 s + sweep): on a loaded 2-core box
+        # that exceeds 60 s. Then the sites (the store closes with them) and the World.
+        self.lt.stop(timeout=180)
 
     # ---- the codelab's steps, done on the World directly ------------------------------------
 

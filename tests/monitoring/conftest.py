@@ -1,9 +1,8 @@
-"""A real grpc.aio server with the sandbox's MetricService, on its own loop in a thread."""
+"""A real grpc.aio server with the sandbox's MetricService, on its own loop in a thread
+(tests/harness.py's LoopThread)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from rltui.sandbox.grpc_monitoring import add_monitoring_service
 from rltui.sandbox.lustre_meter import LustreMeter
+from tests import harness
 
 PROJECT = "rl-demo-project"
 ZONE = "us-east1-b"
@@ -44,28 +44,14 @@ def lustre_dir(tmp_path: Path, meter: LustreMeter) -> Path:
 @pytest.fixture
 def serve(meter: LustreMeter) -> Iterator[Callable[..., int]]:
     """serve(**add_monitoring_service kwargs) -> port of a started server on 127.0.0.1."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="monitoring-server", daemon=True)
-    thread.start()
-    servers: list[grpc.aio.Server] = []
+    with harness.LoopThread("monitoring-server", timeout=10) as lt:
+        def start(**kwargs) -> int:
+            def add(server: grpc.aio.Server) -> None:
+                add_monitoring_service(server, meter, **kwargs)
+            address = lt.enter(harness.grpc_server(extra=[add]))
+            return int(address.rpartition(":")[2])
 
-    def start(**kwargs) -> int:
-        async def up() -> int:
-            server = grpc.aio.server()
-            add_monitoring_service(server, meter, **kwargs)
-            port = server.add_insecure_port("127.0.0.1:0")
-            await server.start()
-            servers.append(server)
-            return port
-
-        return asyncio.run_coroutine_threadsafe(up(), loop).result(10)
-
-    yield start
-    for server in servers:
-        asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+        yield start
 
 
 @pytest.fixture

@@ -3,58 +3,49 @@
 on the plain-http site) and the Kubernetes API over HTTPS with the sandbox CA and token check
 (the real kubectl, through the kubeconfig gcloud's get-credentials writes). The fake xpk is
 installed into tmp_path/bin and runs as a real subprocess with the tool environment the daemon
-gives rltui (manage.tool_env): HOME, CLOUDSDK_CONFIG and KUBECONFIG inside tmp_path."""
+gives rltui (manage.tool_env): HOME, CLOUDSDK_CONFIG and KUBECONFIG inside tmp_path. The parts
+come from tests/harness.py."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
-import threading
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Iterator
+from typing import Callable, Iterator
 
 import pytest
-from aiohttp import web
 
 from rltui.atomic import write_private
 from rltui.sandbox.control import add_control_routes
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.kube import KubeStore, make_app
-from rltui.sandbox.kube.auth import TokenIssuer
+from rltui.sandbox.kube import KubeStore
 from rltui.sandbox.kube.kubeconfig import SANDBOX_TOKEN
-from rltui.sandbox.kube.tls import ensure_tls
 from rltui.sandbox.manage import tool_env
-from rltui.sandbox.profile import Clock, LatencyProfile
-from rltui.sandbox.rest_apps import rest_apps
 from rltui.sandbox.rest_compute import add_compute_routes
-from rltui.sandbox.rest_util import serve_on_loopback
 from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.tools.install import install_tools
 from rltui.sandbox.world import World
+from tests import harness
 
 PROJECT = "rl-sandbox"
 
 
-class Box:
+class Box(harness.LoopThread):
     """One sandbox: its World on a loop thread, its HTTP app, and the installed tools."""
 
     project = PROJECT
 
     def __init__(self, root: Path, speed: float, faults: Faults | None,
                  enabled_services: tuple[str, ...] = CODELAB_APIS) -> None:
+        super().__init__("xpk-sandbox", timeout=30)
         self.root = root
         self.speed = speed
         self.faults = faults
         self.enabled_services = enabled_services  # () for a fresh project, as Google makes it
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
         self.world: World
-        self.runners: list[web.AppRunner] = []
         self.url = ""
         self.rest: dict[str, str] = {}
-        self.run(self._start())
+        self.start(self._start())
         self.bin = root / "bin"
         install_tools(self.bin, self.url)
         self.home = root / "home"
@@ -68,35 +59,17 @@ class Box:
                                   "gcloud_kubeconfig": str(self.kubeconfig)})
 
     async def _start(self) -> None:
-        self.world = World(self.root / "state", Clock(LatencyProfile.load(), speed=self.speed, seed=1), self.faults,
-                           enabled_services=self.enabled_services)
-        tls = ensure_tls(self.root / "tls")
-        app = make_app(KubeStore(None), issuer=TokenIssuer.load(self.root / "tls"))
+        enter = self.stack.enter_async_context
+        self.world = await enter(harness.world(self.root / "state", speed=self.speed, faults=self.faults,
+                                               enabled_services=self.enabled_services))
+        auth = harness.KubeAuth.load(self.root / "tls")
+        app = harness.kube_app(KubeStore(None), auth)
         add_control_routes(app, self.world, self.faults)
         add_compute_routes(app, self.world)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        self.runners.append(runner)
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.server_context()).start()
-        self.world.kube_endpoint = f"127.0.0.1:{runner.addresses[1][1]}"
-        self.world.kube_ca_b64 = tls.ca_b64
+        self.url = (await enter(harness.daemon_sites(app, auth, self.world))).url
         self.rest["compute"] = f"{self.url}/compute/v1/"
-        for key, make in rest_apps().items():
-            # Faults hit the fake xpk (gcluster) only: these tests draw them for that channel.
-            rest_runner, rest_url = await serve_on_loopback(make(self.world))
-            self.runners.append(rest_runner)
-            self.rest[key] = rest_url + "/"
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A World method, on the World's loop."""
-        async def call() -> Any:
-            return fn(*args, **kwargs)
-        return self.run(call())
+        # Faults hit the fake xpk (gcluster) only: these tests draw them for that channel.
+        self.rest.update(await enter(harness.rest_sites(self.world)))
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOUDSDK_", "RLTUI_", "KUBECONFIG"))}
@@ -113,16 +86,6 @@ class Box:
     def popen(self, *argv: str, cwd: Path | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(list(argv), cwd=cwd or self.root, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-
-    def stop(self) -> None:
-        async def stop() -> None:
-            for runner in self.runners:
-                await runner.cleanup()
-            self.world.close()
-        self.run(stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
 
 @pytest.fixture
