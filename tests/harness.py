@@ -49,8 +49,18 @@ from rltui.sandbox.rest_util import loopback_socket, serve_on_loopback
 from rltui.sandbox.services import CODELAB_APIS
 from rltui.sandbox.world import World
 
-__all__ = ["LoopThread", "world", "grpc_server", "GRPC_SERVICES", "Sites", "serve_app", "KubeAuth",
-           "kube_app", "daemon_sites", "rest_sites"]
+__all__ = [
+    "GRPC_SERVICES",
+    "KubeAuth",
+    "LoopThread",
+    "Sites",
+    "daemon_sites",
+    "grpc_server",
+    "kube_app",
+    "rest_sites",
+    "serve_app",
+    "world",
+]
 
 T = TypeVar("T")
 
