@@ -93,7 +93,7 @@ class StartScreen(WizardScreen):
         badge.set_class(not sandbox, "-real")
         if sandbox:
             self._intro = Text("A local emulated project: ", style="bold").append(
-                "fake Google APIs and Kubernetes, fake xpk and gcloud, a real local Ray head and a"
+                "fake Google APIs and Kubernetes, a fake xpk, the real gcloud, a real local Ray head and a"
                 " small real GRPO job. Nothing is billed.")
         else:
             self._intro = Text("Real Google Cloud project ", style="bold").append(
