@@ -40,6 +40,13 @@ class RecordingApp(RLTuiApp):
         self.calls.append(("submit", resume))
 
 
+def without_tokens() -> Any:
+    """The sample env.sh with neither HF_TOKEN nor WANDB_API_KEY set."""
+    state = S.config_state()
+    return type(state)(state.env_path, state.values, state.expressions, state.problems,
+                       {"HF_TOKEN": False, "WANDB_API_KEY": False})
+
+
 async def open_job(app: RLTuiApp, pilot: Any, state: Any = None) -> JobScreen:
     await app.switch_mode("job")
     await pilot.pause()
@@ -168,10 +175,7 @@ async def test_an_edit_survives_a_new_env_sh_state():
 async def test_google_cloud_needs_hf_token_to_submit():
     app = RecordingApp(HeaderInfo(mode="Google Cloud", project=S.PROJECT, clock="12:04"), downloads_models=True)
     async with app.run_test(size=SIZE) as pilot:
-        state = S.config_state()
-        no_token = type(state)(state.env_path, state.values, state.expressions, state.problems,
-                               {"HF_TOKEN": False, "WANDB_API_KEY": False})
-        screen = await open_job(app, pilot, no_token)
+        screen = await open_job(app, pilot, without_tokens())
         assert screen.query_one("#job-submit", Button).disabled
         assert screen.query_one(ContentSwitcher).current == "job-files"  # the files are fine
         assert "HF_TOKEN: needed to submit" in str(screen.query_one("#job-summary", Static).render())
@@ -181,10 +185,7 @@ async def test_the_hf_token_rule_follows_the_endpoints_not_the_header_label():
     """The header says SANDBOX, but these endpoints download the model: the token is needed."""
     app = RecordingApp(HeaderInfo(mode="SANDBOX", project=S.PROJECT, clock="12:04"), downloads_models=True)
     async with app.run_test(size=SIZE) as pilot:
-        state = S.config_state()
-        no_token = type(state)(state.env_path, state.values, state.expressions, state.problems,
-                               {"HF_TOKEN": False, "WANDB_API_KEY": False})
-        screen = await open_job(app, pilot, no_token)
+        screen = await open_job(app, pilot, without_tokens())
         assert screen.query_one("#job-submit", Button).disabled
         assert "HF_TOKEN: needed to submit" in str(screen.query_one("#job-summary", Static).render())
 
