@@ -6,7 +6,7 @@ sandbox's xpk first on PATH, and the codelab's APIs still off in a fresh project
 from __future__ import annotations
 
 import asyncio
-import shutil
+import re
 from pathlib import Path
 
 import pytest
@@ -23,9 +23,12 @@ pytestmark = pytest.mark.slow
 async def test_preflight_on_the_sandbox_reports_what_the_real_tools_say(sandbox, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     env_path = tmp_path / "env.sh"
-    shutil.copy(ASSETS / "sandbox.env.sh", env_path)
+    # A project of its own: the shared sandbox's others may have had their APIs enabled already.
+    text = (ASSETS / "sandbox.env.sh").read_text()
+    env_path.write_text(re.sub(r'PROJECT_ID="[^"]*"', 'PROJECT_ID="tui-preflight-fresh"', text))
     env_path.chmod(0o600)
     session = Session(env_path, lambda: Endpoints.sandbox(sandbox))
+    assert session.cfg is not None and session.cfg.project_id == "tui-preflight-fresh"
     app = RLTuiApp(session, header=HeaderInfo(mode="SANDBOX"))
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(600):  # the checks run in a worker: gcloud takes about a second
