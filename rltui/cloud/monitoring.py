@@ -32,6 +32,11 @@ class Point:
     value: float
 
 
+def _end_s() -> int:
+    """An interval end in whole seconds, never before the newest sample."""
+    return int(time.time()) + 1
+
+
 class MonitoringAdapter:
     def __init__(self, endpoints: Endpoints, project: str) -> None:
         self.endpoints, self.project = endpoints, project
@@ -45,11 +50,13 @@ class MonitoringAdapter:
 
     async def series(self, metric_type: str, instance_id: str, *, minutes: float,
                      period_s: int = 60, aligner: str = "ALIGN_RATE",
-                     extra_filter: str = "") -> list[Point]:
-        """The instance's `metric_type` summed over its storage targets, oldest first."""
+                     extra_filter: str = "", end_s: int | None = None) -> list[Point]:
+        """The instance's `metric_type` summed over its storage targets, oldest first. Periods
+        are counted back from the interval's end (Cloud Monitoring aligns on it): series meant
+        to be combined point by point must be asked with the same `end_s` (see _end_s)."""
         from google.cloud import monitoring_v3
 
-        now = int(time.time()) + 1  # whole seconds, and never before the newest sample
+        now = end_s if end_s is not None else _end_s()
         interval = monitoring_v3.TimeInterval(end_time={"seconds": now},
                                               start_time={"seconds": int(now - minutes * 60)})
         aggregation = monitoring_v3.Aggregation(
@@ -80,15 +87,17 @@ class MonitoringAdapter:
     async def throughput(self, instance_id: str, *, minutes: float,
                          period_s: int = 60) -> dict[str, list[Point]]:
         """Bytes per second read and written, all targets together."""
-        return {key: await self.series(metric, instance_id, minutes=minutes, period_s=period_s)
+        end = _end_s()  # one end for both, so read and write points share their times
+        return {key: await self.series(metric, instance_id, minutes=minutes, period_s=period_s, end_s=end)
                 for key, metric in (("read", READ_BYTES), ("write", WRITE_BYTES))}
 
     async def used_bytes(self, instance_id: str, *, minutes: float,
                          period_s: int = 60) -> list[Point]:
         """sum(capacity) - sum(free) over the OSTs, at the periods both series have."""
+        end = _end_s()  # one end for both: else a second between the calls shifts every period
         capacity = await self.series(CAPACITY_BYTES, instance_id, minutes=minutes,
-                                     period_s=period_s, aligner="ALIGN_MEAN", extra_filter=OSTS)
+                                     period_s=period_s, aligner="ALIGN_MEAN", extra_filter=OSTS, end_s=end)
         free = await self.series(FREE_BYTES, instance_id, minutes=minutes, period_s=period_s,
-                                 aligner="ALIGN_MEAN", extra_filter=OSTS)
+                                 aligner="ALIGN_MEAN", extra_filter=OSTS, end_s=end)
         free_at = {p.t: p.value for p in free}
         return [Point(p.t, max(0.0, p.value - free_at[p.t])) for p in capacity if p.t in free_at]

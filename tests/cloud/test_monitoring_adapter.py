@@ -66,3 +66,24 @@ async def test_no_io_means_no_points_not_an_error(monitored):
     meter, _folder, adapter = monitored
     await asyncio.to_thread(meter.sample)
     assert (await adapter.throughput(INSTANCE, minutes=10, period_s=60))["read"] == []
+
+
+async def test_used_pairs_capacity_and_free_even_when_a_second_passes_between_the_two_queries(
+        monitored, monkeypatch, tmp_path):
+    """Cloud Monitoring counts periods back from the interval's end: asked with two ends a second
+    apart, capacity and free would share no timestamp and `used` would come back empty."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    from rltui.cloud import monitoring
+
+    meter, _folder, adapter = monitored
+    folder = tmp_path / "third"
+    write(folder / "model/weights.bin", 4 * MB)
+    meter.track((PROJECT, ZONE, "third"), folder, 9000)  # every sample of it sees 4 MB
+    await asyncio.to_thread(meter.sample)
+    base, ticks = real_time.time(), iter(range(100))
+    # The adapter's clock (only its own) moves a second every time it is read.
+    monkeypatch.setattr(monitoring, "time", SimpleNamespace(time=lambda: base + next(ticks)))
+    used = await adapter.used_bytes("third", minutes=10, period_s=60)
+    assert used and used[-1].value == pytest.approx(4 * MB, rel=0.01)
