@@ -26,9 +26,9 @@ from google.cloud import lustre_v1
 
 from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_util import InvalidArgument, page
+from rltui.sandbox.grpc_util import InvalidArgument
 from rltui.sandbox.record import Record
-from rltui.sandbox.rest_util import RestApi, body_of, lro_json, proto_json
+from rltui.sandbox.rest_util import RestApi, body_of, list_body, lro_json, proto_json
 from rltui.sandbox.world import World
 
 __all__ = ["lustre_app"]
@@ -60,12 +60,8 @@ def lustre_app(world: World, *, record: Record | None = None, faults: Faults | N
         return proto_json(world.get_lustre_instance(m["project"], m["location"], m["instance"]))
 
     async def list_(request: web.Request, m: dict[str, str]) -> Any:
-        items = world.list_lustre_instances(m["project"], m["location"])
-        chunk, token = page(items, _size(request), request.query.get("pageToken", ""))
-        out: dict[str, Any] = {"instances": [proto_json(i) for i in chunk]}
-        if token:
-            out["nextPageToken"] = token
-        return out
+        return list_body("instances", world.list_lustre_instances(m["project"], m["location"]),
+                         _size(request), request.query.get("pageToken", ""), proto_json)
 
     async def delete(request: web.Request, m: dict[str, str]) -> Any:
         return lro_json(world.delete_lustre_instance(m["project"], m["location"], m["instance"],
@@ -78,12 +74,8 @@ def lustre_app(world: World, *, record: Record | None = None, faults: Faults | N
         return lro_json(world.get_operation(op_name(m)))
 
     async def op_list(request: web.Request, m: dict[str, str]) -> Any:
-        items = world.list_operations(f"projects/{m['project']}/locations/{m['location']}")
-        chunk, token = page(items, _size(request), request.query.get("pageToken", ""))
-        out: dict[str, Any] = {"operations": [lro_json(o) for o in chunk]}
-        if token:
-            out["nextPageToken"] = token
-        return out
+        return list_body("operations", world.list_operations(f"projects/{m['project']}/locations/{m['location']}"),
+                         _size(request), request.query.get("pageToken", ""), lro_json)
 
     async def op_delete(request: web.Request, m: dict[str, str]) -> Any:
         world.delete_operation(op_name(m))

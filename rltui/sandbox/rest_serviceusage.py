@@ -26,9 +26,9 @@ from google.cloud import service_usage_v1 as su
 
 from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_util import InvalidArgument, page
+from rltui.sandbox.grpc_util import InvalidArgument
 from rltui.sandbox.record import Record
-from rltui.sandbox.rest_util import RestApi, body_of, lro_json, proto_json
+from rltui.sandbox.rest_util import RestApi, body_of, list_body, lro_json, proto_json
 from rltui.sandbox.world import World
 
 __all__ = ["serviceusage_app"]
@@ -58,11 +58,7 @@ def serviceusage_app(world: World, *, record: Record | None = None, faults: Faul
         items = [world.get_service(m["project"], s) for s in catalog(m["project"])]
         if _STATES[wanted] is not None:
             items = [s for s in items if s.state == _STATES[wanted]]
-        chunk, token = page(items, size or DEFAULT_PAGE, q.get("pageToken", ""))
-        out: dict[str, Any] = {"services": [proto_json(s) for s in chunk]}
-        if token:
-            out["nextPageToken"] = token
-        return out
+        return list_body("services", items, size or DEFAULT_PAGE, q.get("pageToken", ""), proto_json)
 
     async def get(request: web.Request, m: dict[str, str]) -> Any:
         return proto_json(world.get_service(m["project"], m["service"]))

@@ -26,7 +26,7 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_util import CloudError, InvalidArgument
+from rltui.sandbox.grpc_util import CloudError, InvalidArgument, page
 from rltui.sandbox.record import Record
 from rltui.sandbox.world import World
 
@@ -65,6 +65,17 @@ async def body_of(request: web.Request) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument("Invalid JSON payload received: the body must be a JSON object.")
     return data
+
+
+def list_body(key: str, items: list[Any], size: int, token: str,
+              convert: Callable[[Any], Any]) -> dict[str, Any]:
+    """A REST list response: one page of `items` under `key`, and `nextPageToken` only while
+    more remain (AIP-158, as the list methods' discovery documents describe them)."""
+    chunk, next_token = page(items, size, token)
+    out: dict[str, Any] = {key: [convert(i) for i in chunk]}
+    if next_token:
+        out["nextPageToken"] = next_token
+    return out
 
 
 def proto_json(msg: Any) -> dict[str, Any]:
