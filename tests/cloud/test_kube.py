@@ -14,7 +14,8 @@ import pytest
 from rltui import manifests
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.errors import CloudError
-from rltui.cloud.kube import KubeAdapter, KubeEvent, pod_row, raycluster_health
+from rltui.cloud.kube import KubeAdapter, KubeEvent, raycluster_health
+from rltui.plan.pods import pod_row
 from rltui.config import parse_config
 from rltui.sandbox.faults import Faults
 from tests.cloud.conftest import gke_cluster

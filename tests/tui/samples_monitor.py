@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rltui.cloud.kube import KubeEvent
+from rltui.plan.pods import KubeEvent
 from rltui.joblog import CheckpointEvent, TrainingStep
 from rltui.widgets.chrome import HeaderInfo
 
