@@ -224,7 +224,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from . import headless
 
-    return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume))
+    return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume,
+                                                           recover=not args.no_recover))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -309,6 +310,8 @@ def build_parser() -> Parser:
     p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
     p.add_argument("--resume", action="store_true",
                    help="continue the last job from its newest checkpoint")
+    p.add_argument("--no-recover", action="store_true",
+                   help="no supervisor on the cluster: a preemption ends the job (as `ray job submit`)")
     p = cloud("logs", cmd_logs, "the job's log lines (exactly once each)")
     p.add_argument("--job", help="submission id (default: the last one submitted)")
     p.add_argument("--follow", action="store_true", help="until the job ends; final status last")

@@ -83,12 +83,12 @@ async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
 
 # --- submit -----------------------------------------------------------------------------------
 
-async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool,
+async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool, recover: bool = True,
                  out: Callable[[str], None] = print, err: Callable[[str], None] | None = None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     ctx = Context(cfg, endpoints)
     try:
-        done = await submit_job(ctx, resume=resume)
+        done = await submit_job(ctx, resume=resume, recover=recover)
     finally:
         await ctx.close()
     for note in done.notes:
@@ -134,8 +134,9 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
     ctx = Context(cfg, endpoints)
     try:
         resources = await collect(ctx)
-        ready = any(r.kind == "RayCluster" and r.state == "ready" for r in resources)
-        job = await job_summary(ctx) if ready else None
+        # A supervised run is known from its record even while the RayCluster recovers.
+        cluster = any(r.kind == "RayCluster" and r.present for r in resources)
+        job = await job_summary(ctx) if cluster else None
     finally:
         await ctx.close()
     if as_json:
@@ -149,7 +150,11 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         out(f"  {r.kind:<22} {r.name:<46} {r.state:<11} {mark}{r.detail}")
     if job:
         step = f" step {job['step']}/{job['total_steps']}" if job.get("step") else ""
-        out(f"  job {job['id']}: {job['status']}{step}")
+        attempts = job.get("attempts") or []
+        tries = f", attempt {len(attempts)}" if len(attempts) > 1 else ""
+        out(f"  job {job['id']}: {job['status']}{step}{tries}")
+        if job.get("recovery"):
+            out(f"    {job['recovery']}")
     return 0
 
 

@@ -42,6 +42,7 @@ class Kind:
     namespaced: bool = True
     group: str = ""
     version: str = "v1"
+    api: str = "CoreV1Api"  # the kubernetes client class whose methods carry `stem`
 
 
 KINDS = {k.plural: k for k in (
@@ -53,6 +54,12 @@ KINDS = {k.plural: k for k in (
     Kind("events", "Event", "namespaced_event"),
     Kind("nodes", "Node", "node", namespaced=False),
     Kind("rayclusters", "RayCluster", group="ray.io"),
+    # The job supervisor's objects (manifests_supervisor.py).
+    Kind("configmaps", "ConfigMap", "namespaced_config_map"),
+    Kind("serviceaccounts", "ServiceAccount", "namespaced_service_account"),
+    Kind("deployments", "Deployment", "namespaced_deployment", api="AppsV1Api"),
+    Kind("roles", "Role", "namespaced_role", api="RbacAuthorizationV1Api"),
+    Kind("rolebindings", "RoleBinding", "namespaced_role_binding", api="RbacAuthorizationV1Api"),
 )}
 BY_KIND = {k.kind: k for k in KINDS.values()}
 
@@ -114,7 +121,7 @@ class KubeAdapter:
         self.endpoints, self.cluster, self.namespace = endpoints, cluster, namespace
         self.backoff_s = backoff_s
         self.api: Any = None   # kubernetes.aio.client.ApiClient once connected
-        self._core: Any = None
+        self._apis: dict[str, Any] = {}
         self._custom: Any = None
 
     # ----- connection -------------------------------------------------------------------
@@ -129,7 +136,8 @@ class KubeAdapter:
                              code="NotFound")
         creds = await asyncio.to_thread(self.endpoints.credentials)
         self.api = client.ApiClient(configuration=await gke_configuration(self.cluster, creds))
-        self._core = client.CoreV1Api(self.api)
+        self._apis = {name: getattr(client, name)(self.api)
+                      for name in ("CoreV1Api", "AppsV1Api", "RbacAuthorizationV1Api")}
         self._custom = client.CustomObjectsApi(self.api)
 
     @property
@@ -154,7 +162,7 @@ class KubeAdapter:
             scope = "namespaced_custom_object" if kind.namespaced else "cluster_custom_object"
             fn = getattr(self._custom, f"{verb}_{scope}_without_preload_content")
             return fn, {"group": kind.group, "version": kind.version, "plural": kind.plural, **ns}
-        return getattr(self._core, f"{verb}_{kind.stem}_without_preload_content"), ns
+        return getattr(self._apis[kind.api], f"{verb}_{kind.stem}_without_preload_content"), ns
 
     async def _call(self, verb: str, kind: Kind, namespace: str | None = None,
                     timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> Obj:

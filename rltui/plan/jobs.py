@@ -15,6 +15,7 @@ from .context import Context
 
 if TYPE_CHECKING:
     from ..cloud.rayjobs import JobInfo
+    from .supervision import RunState
 
 
 class Refused(Exception):
@@ -27,6 +28,7 @@ class JobRecord:
     checkpoint_dir: str
     job_dir: str
     submitted_at: float
+    supervised: bool = False  # a supervisor on the cluster resubmits it after a preemption
 
 
 def _jobs_file(ctx: Context) -> Path:
@@ -74,11 +76,15 @@ class Submitted:
     notes: list[str] = field(default_factory=list)
 
 
-async def submit_job(ctx: Context, *, resume: bool) -> Submitted:
+async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Submitted:
     """Write the job folder (run script, runtime env, .rayignore) and submit it to Ray's job
-    API through the dashboard; HF_TOKEN is required only where the job downloads the model."""
+    API through the dashboard; HF_TOKEN is required only where the job downloads the model.
+    With `recover`, a supervisor on the cluster then watches it and resubmits it after a
+    preemption (plan/supervision.py); without, the job is on its own, as `ray job submit` is."""
     from .. import manifests
-    from ..cloud.rayjobs import RayJobs
+    from ..cloud.errors import CloudError
+    from ..cloud.rayjobs import RayJobs, new_submission_id
+    from .supervision import start_supervisor
 
     cfg = ctx.cfg
     problems = submit_problems(cfg, ctx.endpoints.downloads_models)
@@ -94,11 +100,40 @@ async def submit_job(ctx: Context, *, resume: bool) -> Submitted:
         if name == manifests.RUN_SCRIPT_FILE:
             path.chmod(0o700)
     url = await ctx.dashboard()
-    job_id = await RayJobs(url).submit(job_dir, runtime_env=manifests.runtime_env(run_cfg),
-                                       metadata={"rltui_checkpoint_dir": checkpoint_dir})
-    jobs.append(JobRecord(job_id, checkpoint_dir, str(job_dir), time.time()))
+    runtime_env, metadata = manifests.runtime_env(run_cfg), {"rltui_checkpoint_dir": checkpoint_dir}
+    submitted_at = time.time()
+    job_id = await RayJobs(url).submit(job_dir, runtime_env=runtime_env, metadata=metadata,
+                                       submission_id=new_submission_id())
+    notes = [why] if why else []
+    supervised = False
+    if recover:
+        try:
+            await start_supervisor(ctx, job_id, manifests.job_files(run_cfg), entrypoint=ENTRYPOINT,
+                                   runtime_env=runtime_env, metadata=metadata, submitted_at=submitted_at)
+            supervised = True
+            notes.append("a supervisor on the cluster resubmits it after a preemption"
+                         " (from the newest checkpoint); --no-recover submits without one")
+        except CloudError as exc:
+            notes.append(f"the job runs WITHOUT recovery: its supervisor could not be made ({exc.message})")
+    jobs.append(JobRecord(job_id, checkpoint_dir, str(job_dir), submitted_at, supervised))
     save_job_records(ctx, jobs)
-    return Submitted(job_id, job_dir, checkpoint_dir, [why] if why else [])
+    return Submitted(job_id, job_dir, checkpoint_dir, notes)
+
+
+ENTRYPOINT = "bash run_nemo_rl.sh"  # what RayJobs.submit runs by default, as the codelab does
+
+
+async def supervised_run(ctx: Context, job_id: str) -> RunState | None:
+    """The supervised run `job_id` belongs to (as its first attempt or a later one), or None."""
+    from .supervision import run_state
+
+    for record in reversed(job_records(ctx)):
+        if record.supervised and (job_id == record.id or job_id.startswith(record.id + "-a")):
+            try:
+                return await run_state(ctx, record.id)
+            except Exception:  # noqa: BLE001 - the cluster may be gone: then the run is unknown
+                return None
+    return None
 
 
 async def resolve_job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str:
@@ -115,18 +150,43 @@ async def resolve_job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str
 
 
 async def follow_logs(ctx: Context, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
-    """Stream a job's log text to `on_text` until it ends; returns its final status."""
+    """Stream a job's log text to `on_text` until it ends; returns its final status. A
+    supervised run is followed across its attempts until the supervisor says it is over."""
     from ..cloud.rayjobs import RayJobs
+    from .supervision import follow_run
 
     jobs_api = RayJobs(await ctx.dashboard())
-    return str(await jobs_api.follow(await resolve_job_id(ctx, jobs_api, job_id), on_text))
+    wanted = await resolve_job_id(ctx, jobs_api, job_id)
+    run = await supervised_run(ctx, wanted)
+    if run is not None:
+        return await follow_run(ctx, jobs_api, run, wanted, on_text)
+    return str(await jobs_api.follow(wanted, on_text))
 
 
 async def job_logs(ctx: Context, job_id: str | None = None) -> str:
+    """A job's log; for a supervised run asked for by its id (the default), every attempt's log
+    that Ray still has, each after a marked line."""
+    from ..cloud.errors import CloudError
     from ..cloud.rayjobs import RayJobs
+    from .supervision import separator
 
     jobs_api = RayJobs(await ctx.dashboard())
-    return str(await jobs_api.logs(await resolve_job_id(ctx, jobs_api, job_id)))
+    wanted = await resolve_job_id(ctx, jobs_api, job_id)
+    run = await supervised_run(ctx, wanted)
+    if run is None or wanted != run.run or len(run.attempts) == 1:
+        return str(await jobs_api.logs(wanted))
+    parts = []
+    for number, attempt in enumerate(run.attempts, 1):
+        if number > 1:
+            parts.append(separator(number, attempt) + "\n")
+        try:
+            text = str(await jobs_api.logs(attempt.id))
+        except CloudError as exc:
+            if exc.code != "NotFound":
+                raise
+            text = f"(the log of {attempt.id} went with the lost Ray head)\n"
+        parts.append(text if text.endswith("\n") or not text else text + "\n")
+    return "".join(parts)
 
 
 async def job_info(ctx: Context, job_id: str | None = None) -> JobInfo | None:
@@ -139,31 +199,50 @@ async def job_info(ctx: Context, job_id: str | None = None) -> JobInfo | None:
 
 
 async def job_summary(ctx: Context) -> dict[str, Any] | None:
-    """The newest job's id, status and training step, read from its log."""
+    """The newest job's id (its latest attempt's), status, training step and attempts: a
+    supervised run's from its supervisor's record (known even while the RayCluster recovers),
+    another's from Ray and its log."""
     from ..cloud.rayjobs import RayJobs
     from ..joblog import JobLogParser, RunTracker
 
     known = job_records(ctx)
     if not known:
         return None
+    if known[-1].supervised:
+        run = await supervised_run(ctx, known[-1].id)
+        if run is None:
+            return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None,
+                    "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
+        return {"id": run.latest.id, "status": run.status, "step": run.step, "total_steps": run.total_steps,
+                "message": run.message, "recovery": run.recovery_line(),
+                "attempts": [{"id": a.id, "reason": a.reason, "resumed_from_step": a.resumed_from_step}
+                             for a in run.attempts]}
     try:
         jobs_api = RayJobs(await ctx.dashboard())
         info = await jobs_api.info(known[-1].id)
         text = await jobs_api.logs(known[-1].id)
     except Exception:  # noqa: BLE001 - the cluster may be gone: the job is unknown, not an error
-        return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None}
+        return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None,
+                "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
     parser, tracker = JobLogParser(), RunTracker()
     for ev in parser.feed(text) + parser.flush():
         tracker.update(ev)
     last = tracker.records[-1] if tracker.records else None
     return {"id": info.submission_id, "status": info.status,
-            "step": last.step if last else None, "total_steps": last.total_steps if last else None}
+            "step": last.step if last else None, "total_steps": last.total_steps if last else None,
+            "attempts": [{"id": info.submission_id, "reason": "submitted", "resumed_from_step": 0}]}
 
 
 async def stop_jobs(ctx: Context, out: Callable[[str], None]) -> None:
-    """Stop every running job before teardown; an unreachable dashboard does not stop down."""
+    """Remove the job supervisors (they would resubmit what this stops), then stop every
+    running job before teardown; an unreachable cluster or dashboard does not stop down."""
     from ..cloud.rayjobs import RayJobs
+    from .supervision import remove_supervisors
 
+    try:
+        await remove_supervisors(ctx, out)
+    except Exception as exc:  # noqa: BLE001 - teardown goes on; they go with the cluster anyway
+        out(f"could not remove the job supervisors ({exc}); going on")
     try:
         jobs_api = RayJobs(await ctx.dashboard())
         for info in await jobs_api.list():

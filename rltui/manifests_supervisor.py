@@ -1,0 +1,118 @@
+"""The job supervisor's Kubernetes objects, as pure functions of the config and the run.
+
+`rltui submit` makes them after Ray accepts the job's first attempt (rltui/oncluster/supervisor.py
+says what the supervisor does). Least privilege: a ServiceAccount of its own whose Role may read and
+write only this run's ConfigMap (by name), read the pods and the RayCluster, and nothing else: no
+Secrets (the tokens stay in the job's Secret, which only the Ray pods read). Placement: xpk's
+default CPU pool, the one pool that is not Spot (node affinity on GKE's own node labels
+`cloud.google.com/gke-spot` and `cloud.google.com/gke-accelerator`), so the preemption it recovers
+from cannot take it too.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from .config import RLConfig
+from .manifests import MANAGED_BY, RAY_VERSION
+
+NAME = "rltui-supervisor"
+NAMESPACE = "default"  # where the RayCluster and its Secret live (the codelab uses default)
+CODE_CONFIGMAP = "rltui-supervisor-code"
+CODE_MOUNT = "/opt/rltui"
+RUN_LABEL = "rltui/run"
+ROLE_LABEL = "app.kubernetes.io/name"
+IMAGE = f"rayproject/ray:{RAY_VERSION}"  # the RayCluster's own Ray version: its job client matches
+MAX_ATTEMPTS = 3
+SUBMIT_GRACE_S = 180
+DASHBOARD_PORT = 8265
+
+
+def run_key(job_id: str) -> str:
+    """`rltui-20261201-093000-ab12cd` -> `20261201-093000-ab12cd` (names stay short and valid)."""
+    return job_id.removeprefix("rltui-").lower()
+
+
+def run_configmap(job_id: str) -> str:
+    return f"rltui-run-{run_key(job_id)}"
+
+
+def deployment_name(job_id: str) -> str:
+    return f"{NAME}-{run_key(job_id)}"
+
+
+def supervisor_source() -> str:
+    return resources.files("rltui.oncluster").joinpath("supervisor.py").read_text(encoding="utf-8")
+
+
+def _meta(name: str, cfg: RLConfig, job_id: str | None = None) -> dict[str, Any]:
+    labels = {**MANAGED_BY, ROLE_LABEL: NAME}
+    if job_id:
+        labels[RUN_LABEL] = run_key(job_id)
+    return {"name": name, "namespace": NAMESPACE, "labels": labels}
+
+
+def run_spec(cfg: RLConfig, job_id: str, *, entrypoint: str, runtime_env: dict[str, Any],
+             metadata: dict[str, str], submitted_at: float, max_attempts: int = MAX_ATTEMPTS) -> dict[str, Any]:
+    """What the supervisor needs to submit the job again (no working_dir: the files travel in the
+    run's ConfigMap; no secret: runtime_env never holds one)."""
+    return {"run": job_id, "raycluster": cfg.cluster_name, "namespace": NAMESPACE,
+            "entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata,
+            "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at}
+
+
+def first_state(job_id: str, submitted_at: float) -> dict[str, Any]:
+    return {"status": "RUNNING", "attempts": [{"id": job_id, "by": "rltui", "reason": "submitted",
+                                               "resumed_from_step": 0, "started_at": submitted_at,
+                                               "status": "PENDING"}]}
+
+
+def supervisor_objects(cfg: RLConfig, job_id: str, spec: dict[str, Any], files: dict[str, str]) -> list[dict[str, Any]]:
+    """In apply order: the identity and its rights, the code, the run, then the Deployment."""
+    key = run_key(job_id)
+    cm_name, run_name = run_configmap(job_id), deployment_name(job_id)
+    selector = {ROLE_LABEL: NAME, RUN_LABEL: key}
+    state = first_state(job_id, float(spec["submitted_at"]))
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, cfg)}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(run_name, cfg, job_id),
+            "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update", "patch"],
+                 "resourceNames": [cm_name]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]},
+            ]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": _meta(run_name, cfg, job_id),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": run_name},
+               "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]}
+    code = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CODE_CONFIGMAP, cfg),
+            "data": {"supervisor.py": supervisor_source()}}
+    run = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(cm_name, cfg, job_id),
+           "data": {"spec.json": json.dumps(spec, indent=1, sort_keys=True),
+                    "state.json": json.dumps(state, sort_keys=True),
+                    **{f"job.{name}": text for name, text in files.items()}}}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [
+            {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]},
+            {"key": "cloud.google.com/gke-accelerator", "operator": "DoesNotExist"},
+        ]}]}}}
+    ray_address = f"http://{cfg.head_service}.{NAMESPACE}.svc.cluster.local:{DASHBOARD_PORT}"
+    container = {
+        "name": "supervisor", "image": IMAGE, "command": ["python", f"{CODE_MOUNT}/supervisor.py"],
+        "env": [{"name": "RLTUI_RUN_CONFIGMAP", "value": cm_name},
+                {"name": "RAY_ADDRESS", "value": ray_address},
+                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(run_name, cfg, job_id),
+        "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": selector},
+                              "spec": {"serviceAccountName": NAME, "terminationGracePeriodSeconds": 10,
+                                       "affinity": affinity, "containers": [container],
+                                       "volumes": [{"name": "code", "configMap": {"name": CODE_CONFIGMAP}}]}}},
+    }
+    return [account, role, binding, code, run, deployment]

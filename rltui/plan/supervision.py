@@ -1,0 +1,173 @@
+"""The on-cluster job supervisor, from rltui's side: start it after a submit, read a run's attempts
+from its ConfigMap (outside Ray, whose job table a lost head takes with it), follow a run's logs
+across attempts, and remove the supervisors before teardown. What the supervisor itself does is
+in rltui/oncluster/supervisor.py; its objects in rltui/manifests_supervisor.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .. import manifests_supervisor as ms
+from .context import Context
+
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+SUPERVISOR_SELECTOR = f"{ms.ROLE_LABEL}={ms.NAME}"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: str
+    reason: str
+    resumed_from_step: int
+    status: str = ""
+    first_step: int | None = None
+    last_step: int | None = None
+    lost_steps: int | None = None
+    recover_s: float | None = None
+    ended_reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "reason": self.reason, "resumed_from_step": self.resumed_from_step,
+                "status": self.status, "first_step": self.first_step, "lost_steps": self.lost_steps,
+                "recover_s": self.recover_s}
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the supervisor recorded of one run (its first attempt's id names it)."""
+
+    run: str
+    status: str  # RUNNING, RECOVERING, SUCCEEDED, FAILED, STOPPED
+    message: str = ""
+    step: int | None = None
+    total_steps: int | None = None
+    saved_step: int | None = None
+    waiting: str = ""
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def latest(self) -> Attempt:
+        return self.attempts[-1]
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+    def recovery_line(self) -> str:
+        """`preempted at step 9, resumed from step 8 in 3:10` for the newest recovery, else ""."""
+        for earlier, later in reversed(list(zip(self.attempts, self.attempts[1:], strict=False))):
+            at = earlier.last_step if earlier.last_step is not None else "?"
+            took = "" if later.recover_s is None else f" in {_clock(later.recover_s)}"
+            return f"preempted at step {at}, resumed from step {later.resumed_from_step}{took}"
+        if self.status == "RECOVERING":
+            return f"recovering: {self.message}" + (f" ({self.waiting})" if self.waiting else "")
+        return ""
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}" if minutes < 60 else f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+def parse_state(run: str, data: dict[str, str]) -> RunState:
+    try:
+        state = json.loads(data.get("state.json") or "{}")
+    except ValueError:
+        state = {}
+    attempts = [Attempt(id=str(a.get("id", "")), reason=str(a.get("reason") or ""),
+                        resumed_from_step=int(a.get("resumed_from_step") or 0), status=str(a.get("status") or ""),
+                        first_step=a.get("first_step"), last_step=a.get("last_step"),
+                        lost_steps=a.get("lost_steps"), recover_s=a.get("recover_s"),
+                        ended_reason=str(a.get("ended_reason") or ""))
+                for a in state.get("attempts") or [] if isinstance(a, dict)]
+    return RunState(run=run, status=str(state.get("status") or "RUNNING"), message=str(state.get("message") or ""),
+                    step=state.get("step"), total_steps=state.get("total_steps"),
+                    saved_step=state.get("saved_step"), waiting=str(state.get("waiting") or ""),
+                    attempts=attempts or [Attempt(run, "submitted", 0)])
+
+
+async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, entrypoint: str,
+                           runtime_env: dict[str, Any], metadata: dict[str, str], submitted_at: float) -> None:
+    """Apply the supervisor's objects for the run whose first attempt is `job_id`."""
+    spec = ms.run_spec(ctx.cfg, job_id, entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
+                       submitted_at=submitted_at)
+    kube = await ctx.kube()
+    for obj in ms.supervisor_objects(ctx.cfg, job_id, spec, files):
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == ms.run_configmap(job_id):
+            if await kube.get("configmaps", obj["metadata"]["name"]) is not None:
+                continue  # a re-run of the same submit: never overwrite the supervisor's record
+        await kube.apply(obj)
+
+
+async def run_state(ctx: Context, job_id: str) -> RunState | None:
+    """The run `job_id` started (its first attempt's id), or None when it has no supervisor."""
+    kube = await ctx.kube()
+    cm = await kube.get("configmaps", ms.run_configmap(job_id))
+    if cm is None:
+        return None
+    return parse_state(job_id, cm.get("data") or {})
+
+
+async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
+                     on_text: Callable[[str], Any], poll_s: float = 2.0) -> str:
+    """Every attempt's log from `start` on, each line once, a marked line before each later
+    attempt; returns the run's final status (once the supervisor says it is final)."""
+    from ..cloud.errors import CloudError
+
+    ids = [a.id for a in state.attempts]
+    index = ids.index(start) if start in ids else 0
+    tail = {"newline": True}
+
+    async def say(text: str) -> None:
+        tail["newline"] = text.endswith("\n") if text else tail["newline"]
+        result = on_text(text)
+        if asyncio.iscoroutine(result):
+            await result
+
+    while True:
+        attempt = state.attempts[index]
+        if index > 0 or start != ids[0]:
+            await say(("" if tail["newline"] else "\n") + separator(index + 1, attempt) + "\n")
+        try:
+            await jobs_api.follow(attempt.id, say)
+        except CloudError as exc:
+            if exc.code != "NotFound":
+                await say(("" if tail["newline"] else "\n") + f"(the log of {attempt.id} stopped: {exc.message})\n")
+            else:
+                await say(f"(the log of {attempt.id} went with the lost Ray head)\n")
+        while True:
+            fresh = await run_state(ctx, state.run)
+            if fresh is None:
+                return "UNKNOWN"
+            state = fresh
+            if len(state.attempts) > index + 1:
+                index += 1
+                break
+            if state.final:
+                if state.message:
+                    await say(("" if tail["newline"] else "\n") + f"rltui supervisor: {state.message}\n")
+                return state.status
+            await asyncio.sleep(poll_s)
+
+
+def separator(number: int, attempt: Attempt) -> str:
+    why = f": {attempt.reason}" if attempt.reason and attempt.reason != "submitted" else ""
+    return (f"──── attempt {number} ({attempt.id}){why}; resumes from step {attempt.resumed_from_step} ────")
+
+
+async def remove_supervisors(ctx: Context, out: Callable[[str], None]) -> None:
+    """Before teardown: the supervisors first (they would resubmit what teardown stops), each gone
+    before this returns, then their Roles, bindings and ConfigMaps."""
+    kube = await ctx.kube()
+    for dep in await kube.list("deployments", SUPERVISOR_SELECTOR):
+        name = dep["metadata"]["name"]
+        out(f"removing the job supervisor {name}")
+        await kube.delete("deployments", name, timeout_s=120.0)
+    for kind in ("rolebindings", "roles", "configmaps"):
+        for obj in await kube.list(kind, SUPERVISOR_SELECTOR):
+            await kube.delete(kind, obj["metadata"]["name"], wait=False)
+    if await kube.get("serviceaccounts", ms.NAME) is not None:
+        await kube.delete("serviceaccounts", ms.NAME, wait=False)

@@ -1,0 +1,123 @@
+"""The job supervisor's pure parts: what it reads from the log, what makes a failure a lost node,
+the objects `rltui submit` makes for it, and that its code runs on the Ray image's Python."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from rltui import manifests_supervisor as ms
+from rltui.config import RLConfig, parse_config
+from rltui.oncluster import supervisor as sup
+from rltui.plan.supervision import parse_state
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _cfg() -> RLConfig:
+    return parse_config({"PROJECT_ID": "team-rl-sandbox-42"})
+
+
+def test_the_supervisor_reads_steps_and_completed_saves_as_the_wizard_does() -> None:
+    """Its two regexes agree with joblog's parser on the noisy NeMo-RL sample (tests/data)."""
+    expected = json.loads((DATA / "grpo_noisy.expected.json").read_text())
+    text = (DATA / "grpo_noisy.log").read_text()
+    progress = sup.Progress()
+    for cut in range(0, len(text), 997):  # any chunking: the log grows as the job runs
+        progress.feed(text[:cut])
+    progress.feed(text)
+    assert progress.first_step == expected["steps"][0]["step"]
+    assert progress.step == expected["steps"][-1]["step"]
+    assert progress.total == expected["steps"][-1]["total_steps"]
+    assert progress.saved == expected["checkpoints"][-1]["step"]
+    assert progress.ended
+
+
+def test_a_save_counts_only_once_the_driver_goes_on() -> None:
+    progress = sup.Progress()
+    progress.feed("========================= Step 3/20 =========================\n"
+                  "Saving checkpoint for step 2...\n")
+    assert progress.saved is None  # still writing tmp_step_2: a preemption now loses it
+    progress.feed("========================= Step 3/20 =========================\n"
+                  "Saving checkpoint for step 2...\n"
+                  "(MegatronPolicyWorker[rank=0] pid=1, ip=10.0.0.1) ===== Step 9/20 =====\n"
+                  "========================= Step 4/20 =========================\n")
+    assert (progress.saved, progress.step) == (2, 4)  # a worker's line is not the driver's
+
+
+def _pod(name: str, uid: str, *, node: str = "n1", created: str = "2026-12-01T10:00:00Z", ready: bool = True,
+         restarts: int = 0) -> dict:
+    return {"metadata": {"name": name, "uid": uid, "creationTimestamp": created},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running" if ready else "Pending",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "containerStatuses": [{"restartCount": restarts}]}}
+
+
+def test_a_lost_node_is_read_from_the_pods_never_from_the_error_text() -> None:
+    started = sup._stamp("2026-12-01T10:05:00Z")
+    head, worker = _pod("rc-head", "u1"), _pod("rc-worker-a", "u2", node="gke-gpu-1")
+    before = sup.pod_snapshot([head, worker])
+    assert sup.lost_node(before, [head, worker], started) is None  # a Python error: not retried
+    assert "rc-worker-a on node gke-gpu-1 was lost" in (sup.lost_node(before, [head], started) or "")
+    replaced = _pod("rc-worker-b", "u3", node="gke-gpu-1", created="2026-12-01T10:09:00Z")
+    assert "rc-worker-a on node gke-gpu-1 was lost" in (sup.lost_node(before, [head, replaced], started) or "")
+    # Replaced before the supervisor first looked: its creation time still gives it away.
+    late = sup.pod_snapshot([head, replaced])
+    assert "recreated" in (sup.lost_node(late, [head, replaced], started) or "")
+    assert "restarted" in (sup.lost_node(before, [head, _pod("rc-worker-a", "u2", restarts=1)], started) or "")
+    assert "not running" in (sup.lost_node(before, [head, _pod("rc-worker-a", "u2", ready=False)], started) or "")
+
+
+def test_whole_means_the_head_and_every_worker_replica() -> None:
+    rc = {"spec": {"workerGroupSpecs": [{"replicas": 7}, {"replicas": 2, "numOfHosts": 2},
+                                        {"replicas": 5, "suspend": True}]}}
+    assert sup.desired_pods(rc) == 1 + 7 + 4
+
+
+def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() -> None:
+    cfg = _cfg()
+    job = "rltui-20261201-093000-ab12cd"
+    spec = ms.run_spec(cfg, job, entrypoint="bash run_nemo_rl.sh", runtime_env={"env_vars": {"A": "1"}},
+                       metadata={}, submitted_at=1.0)
+    objs = {o["kind"] + "/" + o["metadata"]["name"]: o for o in ms.supervisor_objects(
+        cfg, job, spec, {"run_nemo_rl.sh": "echo hi\n"})}
+    role = objs[f"Role/{ms.deployment_name(job)}"]
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert "secrets" not in resources and "*" not in resources
+    assert all("*" not in rule["verbs"] for rule in role["rules"])
+    cm_rule = next(r for r in role["rules"] if r["resources"] == ["configmaps"])
+    assert cm_rule["resourceNames"] == [ms.run_configmap(job)] and "create" not in cm_rule["verbs"]
+    dep = objs[f"Deployment/{ms.deployment_name(job)}"]
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == ms.NAME
+    assert pod["containers"][0]["image"] == "rayproject/ray:2.54.0"
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]} in terms[0]["matchExpressions"]
+    assert "tolerations" not in pod  # so never on the tainted GPU nodes either
+    run = objs[f"ConfigMap/{ms.run_configmap(job)}"]
+    assert json.loads(run["data"]["spec.json"])["max_attempts"] == 3
+    assert run["data"]["job.run_nemo_rl.sh"] == "echo hi\n"
+    assert parse_state(job, run["data"]).latest.id == job
+    for obj in objs.values():
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "rltui"
+
+
+def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_3_9() -> None:
+    source = ms.supervisor_source()
+    assert source == Path(sup.__file__).read_text()
+    ast.parse(source, feature_version=(3, 9))
+    imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.Import)} | {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
+                                                  if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "calendar", "json", "logging", "os", "re", "signal", "ssl", "sys",
+                        "tempfile", "time", "urllib", "pathlib", "typing", "ray"}
+
+
+def test_the_recovery_line_says_what_the_monitor_shows() -> None:
+    state = {"status": "RUNNING", "attempts": [
+        {"id": "r", "reason": "submitted", "resumed_from_step": 0, "last_step": 9, "status": "FAILED"},
+        {"id": "r-a2", "reason": "preempted", "resumed_from_step": 8, "recover_s": 190.4, "first_step": 9}]}
+    run = parse_state("r", {"state.json": json.dumps(state)})
+    assert run.recovery_line() == "preempted at step 9, resumed from step 8 in 3:10"
