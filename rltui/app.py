@@ -337,12 +337,30 @@ class RLTuiApp(App):
                     self.bus.checkpoint.publish(ev)
 
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
+        self.poll_run()
         final = await self.session.follow_logs(on_text)
         if partial[0]:
             self._log_buffer.append(partial[0])
         last = tracker.records[-1] if tracker.records else None
         self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
+
+    @work(exclusive=True, group="run", exit_on_error=False)
+    async def poll_run(self) -> None:
+        """The supervisor's record of the run (attempts, RECOVERING, the newest recovery), until
+        it is final; polls never overlap."""
+        while True:
+            try:
+                summary = await self.session.job_summary()
+            except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
+                self.bus.notice.publish(("warning", "run", str(exc)[:300]))
+                summary = None
+            if summary is not None and summary.get("attempts"):
+                self.bus.job_status.publish({"id": summary["id"], "status": summary["status"],
+                                             "recovery": summary.get("recovery") or ""})
+                if summary["status"] in ("SUCCEEDED", "FAILED", "STOPPED", "UNKNOWN"):
+                    return
+            await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 
     def _flush_logs(self) -> None:
         if self._log_buffer:

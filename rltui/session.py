@@ -190,6 +190,12 @@ class Session:
         except Refused:
             raise LookupError("no job submitted yet") from None
 
+    async def job_summary(self) -> dict[str, Any] | None:
+        """The newest job's status, step and attempts (a supervised run's from its record)."""
+        from .plan.jobs import job_summary
+
+        return await job_summary(self.context())
+
     async def job_info(self, job_id: str | None = None) -> JobInfo | None:
         from .plan.jobs import job_info
 

@@ -150,8 +150,9 @@ class MonitorScreen(WizardScreen):
         for name in table.apply(event):
             node = (event.obj.get("spec") or {}).get("nodeName") or "its node"
             self.wizard.notify(
-                f"{name} on {node}: KubeRay starts a replacement; if the job fails, resubmit"
-                " to resume from the last checkpoint (Job screen)",
+                f"{name} on {node}: KubeRay starts a replacement; the job's supervisor resubmits"
+                " it from the newest checkpoint once the cluster is whole (a job submitted with"
+                " --no-recover: resubmit it on the Job screen)",
                 title="Worker preempted", severity="error", timeout=15)
         if not self._state_pending:  # once per frame: a replayed watch brings thousands
             self._state_pending = True

@@ -45,6 +45,7 @@ class JobStrip(Widget):
         self.status: str | None = None
         self._records: dict[int, TrainingStep] = {}
         self._last: TrainingStep | None = None   # the step running now (a rerun may go back)
+        self.recovery = ""  # "preempted at step 9, resumed from step 8 in 3:10"
 
     def set_status(self, status: dict) -> None:
         if status.get("id") != self.job_id and self.job_id is not None and status.get("id"):
@@ -52,6 +53,8 @@ class JobStrip(Widget):
             self._last = None
         self.job_id = status.get("id") or self.job_id
         self.status = status.get("status") or self.status
+        if "recovery" in status:  # the supervisor's word on the newest preemption, or ""
+            self.recovery = str(status.get("recovery") or "")
         self.refresh()
 
     def add_record(self, record: TrainingStep) -> None:
@@ -71,7 +74,7 @@ class JobStrip(Widget):
         reward = rewards[-1].avg_reward if rewards else None
         delta = rewards[-1].avg_reward - rewards[-2].avg_reward if len(rewards) > 1 else None
         return {
-            "status": self.status, "job_id": self.job_id,
+            "status": self.status, "job_id": self.job_id, "recovery": self.recovery,
             "step": (current.step, current.total_steps) if current else None,
             "reward": reward, "reward_delta": delta,
             "step_time_s": times[-1].step_time_s if times else None,
@@ -103,6 +106,8 @@ class JobStrip(Widget):
                 text.append(f" ({s['reward_delta']:+.3f})")
         if s["step_time_s"] is not None:
             text.append(f"  {s['step_time_s']:.1f}", style="bold").append(" s/step", style=label)
+        if s["recovery"]:
+            text.append("  ").append(str(s["recovery"]), style=self.get_component_rich_style("strip--busy"))
         trends = []
         if s["rewards"]:
             trends.append(Text("reward ", style=label).append(sparkline(s["rewards"])))
