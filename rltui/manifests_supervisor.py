@@ -27,6 +27,7 @@ ROLE_LABEL = "app.kubernetes.io/name"
 IMAGE = f"rayproject/ray:{RAY_VERSION}"  # the RayCluster's own Ray version: its job client matches
 MAX_ATTEMPTS = 3
 SUBMIT_GRACE_S = 180
+POLL_S = 10.0  # seconds between the supervisor's looks on GKE (a faster sandbox scales it down)
 DASHBOARD_PORT = 8265
 
 
@@ -55,12 +56,14 @@ def _meta(name: str, cfg: RLConfig, job_id: str | None = None) -> dict[str, Any]
 
 
 def run_spec(cfg: RLConfig, job_id: str, *, entrypoint: str, runtime_env: dict[str, Any],
-             metadata: dict[str, str], submitted_at: float, max_attempts: int = MAX_ATTEMPTS) -> dict[str, Any]:
+             metadata: dict[str, str], submitted_at: float, max_attempts: int = MAX_ATTEMPTS,
+             poll_s: float = POLL_S) -> dict[str, Any]:
     """What the supervisor needs to submit the job again (no working_dir: the files travel in the
     run's ConfigMap; no secret: runtime_env never holds one)."""
     return {"run": job_id, "raycluster": cfg.cluster_name, "namespace": NAMESPACE,
             "entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata,
-            "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at}
+            "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at,
+            "poll_s": poll_s}
 
 
 def first_state(job_id: str, submitted_at: float) -> dict[str, Any]:

@@ -15,7 +15,7 @@ What it reads (all from its environment):
   POD_NAMESPACE              (the Downward API) default "default"
   RLTUI_SERVICE_ACCOUNT_DIR  where the token, ca.crt live (the in-cluster path by default; the
                              sandbox's kubelet points it at its own folder)
-  RLTUI_POLL_S               seconds between looks (default 10)
+  RLTUI_POLL_S               seconds between looks (default: spec.json's poll_s, else 10)
 
 The loop, one look per poll, every decision from a structured answer:
 - the latest attempt's Ray job (GET /api/jobs/<id>: a 404 means this Ray head does not know it);
@@ -290,6 +290,7 @@ class Supervisor:
         self.kube, self.ray, self.configmap, self.clock = kube, ray, configmap, clock
         self.progress: dict[str, Progress] = {}
         self.files: dict[str, str] = {}
+        self.poll_s = 10.0
         self.last_saved_state = ""
 
     def load(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
@@ -312,6 +313,7 @@ class Supervisor:
     def tick(self) -> str:
         """One look; returns the run's status."""
         spec, state, self.files = self.load()
+        self.poll_s = float(spec.get("poll_s") or self.poll_s)
         state.setdefault("status", "RUNNING")
         attempts = state.setdefault("attempts", [])
         if state["status"] in FINAL:
@@ -439,7 +441,6 @@ def main(env: dict[str, str] | None = None) -> int:
     if not configmap or not address:
         print("rltui-supervisor: RLTUI_RUN_CONFIGMAP and RAY_ADDRESS must be set", file=sys.stderr)
         return 2
-    poll = float(env.get("RLTUI_POLL_S") or 10)
     sup = Supervisor(Kube(env), Ray(address), configmap)
     log.info("supervising %s through %s", configmap, address)
     status = ""
@@ -451,7 +452,7 @@ def main(env: dict[str, str] | None = None) -> int:
                 status = now
         except Trouble as exc:
             log.info("will look again: %s", exc)
-        time.sleep(poll)
+        time.sleep(float(env.get("RLTUI_POLL_S") or sup.poll_s))
 
 
 if __name__ == "__main__":

@@ -215,8 +215,7 @@ async def job_summary(ctx: Context) -> dict[str, Any] | None:
                     "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
         return {"id": run.latest.id, "status": run.status, "step": run.step, "total_steps": run.total_steps,
                 "message": run.message, "recovery": run.recovery_line(),
-                "attempts": [{"id": a.id, "reason": a.reason, "resumed_from_step": a.resumed_from_step}
-                             for a in run.attempts]}
+                "attempts": [a.as_json() for a in run.attempts]}
     try:
         jobs_api = RayJobs(await ctx.dashboard())
         info = await jobs_api.info(known[-1].id)

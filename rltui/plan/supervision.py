@@ -92,8 +92,10 @@ def parse_state(run: str, data: dict[str, str]) -> RunState:
 async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, entrypoint: str,
                            runtime_env: dict[str, Any], metadata: dict[str, str], submitted_at: float) -> None:
     """Apply the supervisor's objects for the run whose first attempt is `job_id`."""
+    # The same rule as the wizard's polls: ten seconds of the cloud's time, at least one real.
+    poll_s = max(1.0, ms.POLL_S * ctx.endpoints.time_scale)
     spec = ms.run_spec(ctx.cfg, job_id, entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
-                       submitted_at=submitted_at)
+                       submitted_at=submitted_at, poll_s=poll_s)
     kube = await ctx.kube()
     for obj in ms.supervisor_objects(ctx.cfg, job_id, spec, files):
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == ms.run_configmap(job_id):
