@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint sandbox screens
+.PHONY: test lint sandbox screens chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ lint: $(STAMP)
 # The linters first: a lint failure stops here, before the (minutes-long) suite.
 test: lint
 	$(BIN)/python -m pytest
+
+# SIGKILL of up and down at seeded moments under --faults 0.2, and a preemption with no rltui
+# running (tests/chaos/test_chaos.py; RLTUI_CHAOS_SEED picks other moments). About 15 minutes.
+chaos: $(STAMP)
+	$(BIN)/python -m pytest -m chaos tests/chaos
 
 # The wizard against the local sandbox; env.sh (git-ignored, 0600) starts as the sandbox example.
 ENV ?= env.sh

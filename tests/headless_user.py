@@ -1,0 +1,167 @@
+"""A user of the headless commands, as a shell runs them: `rltui ...` subprocesses with the
+devrel-demos env.sh in a home and state folder of their own, against a running sandbox, on a
+project of their own (any project ID works there). The recovery e2e and the chaos matrix use it.
+
+Also the outside views the checks need, none of them rltui: kubectl on the sandbox's kubeconfig,
+and the sandbox's own record of every operation it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+CLUSTER, REGION, ZONE = "ray-a4-gpu-spot", "us-east1", "us-east1-b"
+SAVE_PERIOD = 2  # CHECKPOINT_PERIOD's default (rltui/config.py): at most this many steps lost
+
+
+@dataclass
+class User:
+    home: Path
+    project: str
+    sandbox_dir: Path
+    status: dict[str, Any]
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def env_sh(self) -> Path:
+        return self.home / "env.sh"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "RLTUI_SANDBOX_DIR": str(self.sandbox_dir),
+                "XDG_STATE_HOME": str(self.home / "state"), "HOME": str(self.home)}
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "rltui.cli", *args, "--env", str(self.env_sh), "--sandbox"]
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(self.argv(*args), env=self.env, capture_output=True, text=True,
+                             timeout=timeout, cwd=self.home)
+        self.outputs.append(out.stdout + out.stderr)
+        return out
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """A command left running (its output into a file of the home), to be killed."""
+        log = open(self.home / f"{args[0]}-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
+        return subprocess.Popen(self.argv(*args), env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                text=True, cwd=self.home)
+
+    def status_json(self) -> dict[str, Any]:
+        out = self.run("status", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return dict(json.loads(out.stdout))
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """kubectl on the sandbox's kubeconfig of this project's cluster (as get-credentials writes)."""
+        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig(), *args], capture_output=True,
+                              text=True, timeout=60)
+
+    def kubeconfig(self) -> str:
+        path = self.home / "kubeconfig"
+        if not path.exists():
+            env = {**self.env, "KUBECONFIG": str(path)}
+            exports = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "env"], env=self.env,
+                                     capture_output=True, text=True, timeout=60).stdout
+            for line in exports.splitlines():
+                name, _, value = line.removeprefix("export ").partition("=")
+                if name != "KUBECONFIG":
+                    env[name] = value.strip("'\"")
+            got = subprocess.run(["gcloud", "container", "clusters", "get-credentials", CLUSTER,
+                                  f"--region={REGION}", f"--project={self.project}"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+            assert got.returncode == 0, got.stderr
+        return str(path)
+
+
+def make_user(home: Path, project: str, sandbox_dir: Path, status: dict[str, Any]) -> User:
+    home.mkdir(parents=True, exist_ok=True)
+    env_sh = home / "env.sh"
+    env_sh.write_text((DATA / "env" / "devrel-demos.env.sh").read_text().replace(
+        'PROJECT_ID="', f'PROJECT_ID="{project}" # was: "', 1))
+    env_sh.chmod(0o600)
+    return User(home, project, sandbox_dir, status)
+
+
+def record(status: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox's record (rltui/sandbox/record.py): its operations and API call counts."""
+    with urllib.request.urlopen(status["kube_api"].rstrip("/") + "/_sandbox/record", timeout=30) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def operations(status: dict[str, Any], kind: str, project: str) -> list[dict[str, Any]]:
+    return [op for op in record(status)["operations"]
+            if op["kind"] == kind and f"projects/{project}/" in op["target"]]
+
+
+def run_state(user: User, job_id: str) -> dict[str, Any] | None:
+    """The supervisor's record of a run, read with kubectl (not rltui)."""
+    name = "rltui-run-" + job_id.removeprefix("rltui-")
+    out = user.kubectl("get", "configmap", name, "-o", "jsonpath={.data.state\\.json}")
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    return dict(json.loads(out.stdout))
+
+
+def wait_for(what: str, check: Any, timeout_s: float, every_s: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(every_s)
+
+
+def worker_node(user: User) -> str:
+    out = user.kubectl("get", "pods", "-l", "ray.io/node-type=worker", "-o",
+                       "jsonpath={.items[0].spec.nodeName}")
+    assert out.returncode == 0 and out.stdout, out.stderr
+    return out.stdout
+
+
+def preempted_run_recovers(user: User) -> None:
+    """On a ready RayCluster: submit; a preemption at step >= 5; then only `status`: SUCCEEDED
+    with two attempts, the second resuming from the newest save."""
+    sub = user.run("submit")
+    assert sub.returncode == 0, sub.stderr
+    job_id = sub.stdout.strip().splitlines()[-1]
+    assert "supervisor" in sub.stderr
+    # From here on no rltui command but `status`: kubectl reads the supervisor's record.
+    wait_for("step 5", lambda: (run_state(user, job_id) or {}).get("step", 0) >= 5, 180)
+    node = worker_node(user)
+    pre = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt", "--node", node],
+                         env=user.env, capture_output=True, text=True, timeout=60)
+    assert pre.returncode == 0, pre.stdout + pre.stderr
+    recovering = wait_for("RECOVERING", lambda: (run_state(user, job_id) or {}).get("status") == "RECOVERING"
+                          or len((run_state(user, job_id) or {}).get("attempts", [])) > 1, 120)
+    assert recovering
+    final = wait_for("the run to end", lambda: (s := run_state(user, job_id)) and s.get("status") in
+                     ("SUCCEEDED", "FAILED", "STOPPED") and s, 600, every_s=1.0)
+    assert final["status"] == "SUCCEEDED", json.dumps(final, indent=1)[-3000:]
+    data = user.status_json()
+    job = data["job"]
+    assert job["status"] == "SUCCEEDED" and (job["step"], job["total_steps"]) == (20, 20), job
+    first, second = job["attempts"]
+    assert first["id"] == job_id and second["id"] == job["id"] != job_id
+    assert second["first_step"] > 1 and second["resumed_from_step"] >= 1
+    assert second["first_step"] == second["resumed_from_step"] + 1
+    assert first["lost_steps"] <= SAVE_PERIOD, first
+    assert node in second["reason"] or "lost" in second["reason"], second
+    # Each attempt's id works with `logs --job`; `logs --follow` shows the run once, marked.
+    logs = user.run("logs", "--follow")
+    assert logs.returncode == 0, logs.stderr[-2000:]
+    assert logs.stdout.rstrip("\n").splitlines()[-1] == "SUCCEEDED"
+    assert logs.stdout.count("──── attempt 2 (") == 1
+    attempt2 = user.run("logs", "--job", second["id"])
+    assert attempt2.returncode == 0 and f"Step {second['first_step']}/20" in attempt2.stdout
+    assert "Step 1/20" not in attempt2.stdout
