@@ -210,8 +210,7 @@ def add_preempt_route(app: web.Application, controller: KubeRayController) -> No
         if not isinstance(head, bool) or (head and node):
             return web.json_response({"message": "head must be true or false, and not given with node"}, status=400)
         try:
-            return web.json_response(await controller.preempt(node or None, head=True) if head
-                                     else await controller.preempt(node or None))
+            return web.json_response(await controller.preempt(node or None, head=head))
         except LookupError as exc:
             return web.json_response({"message": str(exc.args[0])}, status=404)
 
