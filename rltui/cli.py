@@ -183,7 +183,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             status = manage.read_status()
             if not status:
                 raise UsageError("no sandbox running: start it with `rltui sandbox start`")
-            print(manage.preempt(status, args.node))
+            print(manage.preempt(status, args.node, head=args.head))
     except manage.SandboxError as exc:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1
@@ -339,7 +339,9 @@ def build_parser() -> Parser:
     actions.add_parser("env", help="export lines pointing the real gcloud and kubectl at it:"
                                    ' eval "$(rltui sandbox env)"')
     a = actions.add_parser("preempt", help="take a GPU node away, as Spot preemption does")
-    a.add_argument("--node", help="the node's name (default: a worker's node)")
+    which = a.add_mutually_exclusive_group()
+    which.add_argument("--node", help="the node's name (default: a worker's node)")
+    which.add_argument("--head", action="store_true", help="the node running the Ray head pod")
     return parser
 
 

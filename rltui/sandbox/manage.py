@@ -268,9 +268,10 @@ def env_lines(status: Status) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in gcloud_env(status).items()]
 
 
-def preempt(status: Status, node: str | None = None) -> str:
-    """Take a GPU node away like a Spot preemption; returns what happened, in one line."""
-    body = json.dumps({"node": node}).encode()
+def preempt(status: Status, node: str | None = None, head: bool = False) -> str:
+    """Take a GPU node away like a Spot preemption (`head`: the Ray head pod's); returns what
+    happened, in one line."""
+    body = json.dumps({"head": True} if head else {"node": node}).encode()
     req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/preempt", data=body,
                                  method="POST", headers={"Content-Type": "application/json"})
     try:

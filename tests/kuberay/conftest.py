@@ -221,8 +221,8 @@ class _Current:
     def __init__(self, box: Box) -> None:
         self._box = box
 
-    async def preempt(self, node: str | None) -> dict:
-        return await self._box.controller.preempt(node)
+    async def preempt(self, node: str | None, head: bool = False) -> dict:
+        return await self._box.controller.preempt(node, head=head)
 
 
 class PortForwardBridge:

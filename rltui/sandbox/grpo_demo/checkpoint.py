@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import yaml
@@ -26,11 +26,20 @@ SHARD = 16 * MIB
 _STEP_DIR = re.compile(r"step_(\d+)")
 
 
-def _write_synced(path: Path, data: bytes | memoryview) -> None:
-    """Write in 1 MiB chunks, each pushed to the device, like a sharded checkpoint writer."""
+Tick = Callable[[], None]
+
+
+def _nothing() -> None:
+    pass
+
+
+def _write_synced(path: Path, data: bytes | memoryview, tick: Tick = _nothing) -> None:
+    """Write in 1 MiB chunks, each pushed to the device, like a sharded checkpoint writer;
+    `tick()` runs before each chunk (an exception from it leaves the save unfinished)."""
     view = memoryview(data)
     with open(path, "wb") as f:
         for start in range(0, len(view), CHUNK):
+            tick()
             f.write(view[start:start + CHUNK])
             f.flush()
             os.fsync(f.fileno())
@@ -42,7 +51,7 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def _write_padding(folder: Path, nbytes: int) -> None:
+def _write_padding(folder: Path, nbytes: int, tick: Tick = _nothing) -> None:
     """Shards of incompressible bytes standing in for the rest of a large model's weights."""
     block = np.random.default_rng(0).bytes(CHUNK)
     index = 0
@@ -52,6 +61,7 @@ def _write_padding(folder: Path, nbytes: int) -> None:
             left = size
             while left > 0:
                 n = min(CHUNK, left)
+                tick()
                 f.write(block[:n])
                 f.flush()
                 os.fsync(f.fileno())
@@ -98,8 +108,10 @@ class CheckpointManager:
 
     def save(self, step: int, training_info: dict[str, Any], config: dict[str, Any],
              weights: dict[str, np.ndarray], optimizer: dict[str, np.ndarray],
-             dataloader_state: dict[str, Any], target_bytes: int) -> Path:
-        """Write tmp_step_N, rename it to step_N, prune; returns the final path."""
+             dataloader_state: dict[str, Any], target_bytes: int, tick: Tick = _nothing) -> Path:
+        """Write tmp_step_N, rename it to step_N, prune; returns the final path. `tick()` runs
+        between chunks: should it raise (a node of the job died), tmp_step_N stays unfinished,
+        as a killed NeMo-RL save leaves it, and the step_N before it stays intact."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.checkpoint_dir / f"tmp_step_{step}"
         if tmp.exists():
@@ -116,8 +128,8 @@ class CheckpointManager:
             tmp / "train_dataloader.pt": json.dumps(dataloader_state).encode(),
         }
         for path, data in files.items():
-            _write_synced(path, data)
-        _write_padding(weights_dir, target_bytes - sum(len(d) for d in files.values()))
+            _write_synced(path, data, tick)
+        _write_padding(weights_dir, target_bytes - sum(len(d) for d in files.values()), tick)
         final = self.checkpoint_dir / f"step_{step}"
         if final.exists():
             shutil.rmtree(final)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 # Share of a paced step each phase lasts at least (roughly a 70B GRPO step's profile).
 PHASE_SHARES = {
@@ -38,20 +38,26 @@ class Timer:
         self.totals.clear()
 
 
-class Pacer:
-    """Sleeps at the end of a phase until it has lasted its share of `step_seconds`."""
+TICK_S = 0.1  # a long sleep is cut into slices this long, `tick` called between them
 
-    def __init__(self, step_seconds: float) -> None:
+
+class Pacer:
+    """Sleeps at the end of a phase until it has lasted its share of `step_seconds`, calling
+    `tick()` (the driver's check of its actors' nodes) at least every TICK_S meanwhile."""
+
+    def __init__(self, step_seconds: float, tick: Callable[[], None] | None = None) -> None:
         self.step_seconds = max(0.0, step_seconds)
+        self.tick = tick
 
     @contextmanager
     def phase(self, label: str) -> Iterator[None]:
         start = time.perf_counter()
         yield
         budget = PHASE_SHARES.get(label, 0.0) * self.step_seconds
-        left = budget - (time.perf_counter() - start)
-        if left > 0:
-            time.sleep(left)
+        while (left := budget - (time.perf_counter() - start)) > 0:
+            if self.tick is not None:
+                self.tick()
+            time.sleep(min(left, TICK_S))
 
 
 @contextmanager

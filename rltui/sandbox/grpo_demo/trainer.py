@@ -13,6 +13,7 @@ import numpy as np
 
 from . import report, task
 from .checkpoint import MIB, CheckpointManager
+from .cluster import ClusterWatch
 from .config import ConfigError
 from .policy import LossConfig, Policy, group_advantages
 from .report import out
@@ -73,7 +74,8 @@ class GRPOTrainer:
                                    clip_low=float(loss.get("ratio_clip_min", 0.2)),
                                    clip_high=float(loss.get("ratio_clip_max", 0.2)))
         self.model_params = report.model_params(str(config["policy"].get("model_name", "")))
-        self.pacer = Pacer(settings.step_seconds)
+        self.watch: ClusterWatch | None = None  # where the actors are, once set up on a RayCluster
+        self.pacer = Pacer(settings.step_seconds, tick=self.check_cluster)
         self.policy = Policy()
         self.checkpointer: CheckpointManager | None = None
         self.total_steps = 0
@@ -112,6 +114,7 @@ class GRPOTrainer:
             out(f"  ✓ Validation dataloader loaded with {len(self.val_set)} samples")
 
         out("\n▶ Setting up compute cluster...")
+        self.watch = ClusterWatch.from_env(os.environ, int(self.config["cluster"]["gpus_per_node"]))
         out(f"  ✓ Ray cluster initialized with {self.config['cluster']['num_nodes']} nodes")
         out("\n▶ Setting up model and training...")
         out(f"  ✓ Policy {self.config['policy'].get('model_name')} ready on {self.total_gpus} GPUs")
@@ -135,6 +138,11 @@ class GRPOTrainer:
             self.current_epoch, self.current_step = self.current_epoch + 1, 0
         out(f"▶ Resuming from checkpoint {path} (step {self.total_steps})...")
 
+    def check_cluster(self, force: bool = False) -> None:
+        """Raise Ray's ActorDiedError once a node the actors were placed on is gone (cluster.py)."""
+        if self.watch is not None:
+            self.watch.check(force)
+
     # --- the loop ----------------------------------------------------------------------
     def train(self) -> None:
         if self.val_set is not None and self.grpo.get("val_at_start") and self.total_steps == 0:
@@ -145,6 +153,7 @@ class GRPOTrainer:
             report.epoch_header(self.current_epoch + 1, self.max_epochs)
             while self.current_step < self.batches_per_epoch:
                 report.step_header(self.current_step + 1, steps_shown)
+                self.check_cluster(force=True)
                 self.run_step()
                 self.current_step += 1
                 self.total_steps += 1
@@ -244,7 +253,8 @@ class GRPOTrainer:
         loader = {"epoch": self.current_epoch, "next_batch": self.current_step + 1,
                   "num_prompts_per_step": self.prompts_per_step, "seed": self.seed}
         self.checkpointer.save(step_no, info, self.config, self.policy.state(),
-                               self.policy.optimizer_state(), loader, self.settings.checkpoint_bytes)
+                               self.policy.optimizer_state(), loader, self.settings.checkpoint_bytes,
+                               tick=self.check_cluster)
 
     def validate(self, step: int) -> dict[str, float]:
         assert self.val_set is not None

@@ -19,6 +19,7 @@ One module per role; KubeRayController (controller.py) is the one object that pl
 - kubelet.py: a bound pod's life: image pulls, env and secrets, Running, graceful termination;
 - volumes.py: the kubelet's volume manager, Lustre CSI mounts and their failures;
 - headpod.py: the head pod's container, a real local Ray head supervised like a container;
+- placement.py: the cluster file the head's jobs read, and workers restarting when the GCS is lost;
 - operator.py: the KubeRay operator: RayCluster -> head service, pods, status;
 - templates.py: the pods and service KubeRay builds from a RayCluster;
 - pods.py: reading pods and writing pod status as the API shows them.

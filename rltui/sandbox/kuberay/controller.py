@@ -63,6 +63,7 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
         self._settled: set[str] = set()
         self._terminating: set[str] = set()
         self._heads: dict[str, RayHead] = {}  # pod uid -> its running head
+        self._head_clusters: dict[str, tuple[str, str, str]] = {}  # head pod uid -> (ns, RayCluster, its uid)
         self._live_heads: dict[int, RayHead] = {}  # pid -> head, until its process is gone
         self._head_stops: set[asyncio.Task] = set()
         self._head_starts: set[asyncio.Future] = set()
@@ -146,10 +147,10 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
 
     # ---- the GKE side ---------------------------------------------------------------------------
 
-    async def preempt(self, node: str | None = None) -> dict:
+    async def preempt(self, node: str | None = None, head: bool = False) -> dict:
         """Take a GPU node away like a Spot preemption (see GkeNodes.preempt); KubeRay recreates
         the pods it ran once the node is back. LookupError when there is no such GPU node."""
-        return await self.nodes.preempt(node)
+        return await self.nodes.preempt(node, head=head)
 
     async def _on_world(self, event: WorldEvent) -> None:
         try:
@@ -191,7 +192,8 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
 
 
 def add_preempt_route(app: web.Application, controller: KubeRayController) -> None:
-    """`POST /_sandbox/preempt` {"node": optional name} -> what was preempted (404: no such GPU node).
+    """`POST /_sandbox/preempt` {"node": optional name} or {"head": true} (the node of the Ray head
+    pod) -> what was preempted (404: no such GPU node).
     Call before the app starts; `rltui sandbox preempt` posts here."""
 
     async def preempt(request: web.Request) -> web.Response:
@@ -202,10 +204,13 @@ def add_preempt_route(app: web.Application, controller: KubeRayController) -> No
             except ValueError:
                 return web.json_response({"message": 'the body must be JSON like {"node": "NAME"}'}, status=400)
         node = body.get("node") if isinstance(body, dict) else None
+        head = body.get("head", False) if isinstance(body, dict) else False
         if node is not None and not isinstance(node, str):
             return web.json_response({"message": "node must be a node name (a string)"}, status=400)
+        if not isinstance(head, bool) or (head and node):
+            return web.json_response({"message": "head must be true or false, and not given with node"}, status=400)
         try:
-            return web.json_response(await controller.preempt(node or None))
+            return web.json_response(await controller.preempt(node or None, head=head))
         except LookupError as exc:
             return web.json_response({"message": str(exc.args[0])}, status=404)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from rltui.sandbox import nodes as gke
 from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.store import now
+from rltui.sandbox.kuberay.placement import ENV_VAR as CLUSTER_FILE_ENV
+from rltui.sandbox.kuberay.placement import ClusterFiles
 from rltui.sandbox.kuberay.pods import _Gone, _meta, _pod_status
 from rltui.sandbox.kuberay.templates import HEAD_PORTS
 from rltui.sandbox.rayhead import MAX_TEMP_DIR_CHARS, RayHead
@@ -32,14 +34,16 @@ CRASH_BACKOFF_S = 10.0
 HEAD_READY_TIMEOUT_S = 60.0
 
 
-class HeadPods:
-    """KubeRayController's head pod containers: one RayHead per running head pod."""
+class HeadPods(ClusterFiles):
+    """KubeRayController's head pod containers: one RayHead per running head pod, with the
+    cluster file its jobs read (placement.py); when its Ray process stops, the workers lose the GCS."""
 
     def _head_env(self, pod: dict) -> dict[str, str]:
         container = (pod["spec"].get("containers") or [{}])[0]
         env = dict(self.head_env)
         env.update({k: v for k, v in self._resolve_env(pod, container).items() if k not in KUBERAY_ENV})
         env["NEMO_RL_DIR"] = str(self.nemo_rl_dir)
+        env[CLUSTER_FILE_ENV] = str(self._cluster_file(_meta(pod)["uid"]))
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         lustre = self._lustre_dir(pod)
         if lustre is not None:
@@ -150,6 +154,8 @@ class HeadPods:
         self._heads[uid] = head
         self._live_heads[head.pid] = head
         self._report_children()
+        self._remember_cluster(uid, pod)
+        self._spawn(self._keep_cluster_file(uid, head))
         return head
 
     def _stop_orphan(self, head: RayHead) -> None:
@@ -164,6 +170,8 @@ class HeadPods:
         head = self._heads.pop(uid, None)
         if head is not None:
             self._stop_orphan(head)
+            self._gcs_lost(uid)
+        self._head_clusters.pop(uid, None)
 
     async def _stop_head(self, head: RayHead) -> None:
         try:

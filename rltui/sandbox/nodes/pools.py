@@ -284,12 +284,22 @@ class GkeNodes:
 
     # ---- Spot preemption ------------------------------------------------------------------------
 
-    async def preempt(self, node: str | None = None) -> dict:
+    async def preempt(self, node: str | None = None, head: bool = False) -> dict:
         """Take a GPU node away like a Spot preemption (default: one hosting a Ray worker but not
-        the head). Its pods die; the node comes back empty, without images, after `spot_replace`.
-        LookupError when there is no such GPU node."""
+        the head; `head`: the one running a Ray head pod). Its pods die; the node comes back empty,
+        without images, after `spot_replace`. LookupError when there is no such GPU node."""
         gpu_nodes = sorted((n for n in self.store.list_sync("nodes") if gpu_count(n) > 0),
                            key=lambda n: n["metadata"]["name"])
+        ray_pods = [p for p in self.store.list_sync("pods", label_selector="ray.io/node-type")
+                    if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        if head:
+            heads = sorted(p["spec"].get("nodeName") or "" for p in ray_pods
+                           if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+            if not any(heads):
+                raise LookupError("no Ray head pod runs on a node now")
+            node = next(n for n in heads if n)
+            if node not in {n["metadata"]["name"] for n in gpu_nodes}:
+                raise LookupError(f"the Ray head pod runs on {node}, which is no Spot GPU node")
         if node is not None:
             target = next((n for n in gpu_nodes if n["metadata"]["name"] == node), None)
             if target is None:
@@ -298,9 +308,6 @@ class GkeNodes:
         elif not gpu_nodes:
             raise LookupError("no GPU node to preempt: the cluster has no GPU node up")
         else:
-            ray_pods = [p for p in self.store.list_sync("pods", label_selector="ray.io/node-type")
-                        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-
             def hosts(n: dict, node_type: str) -> bool:
                 return any(p["spec"].get("nodeName") == n["metadata"]["name"]
                            and p["metadata"]["labels"]["ray.io/node-type"] == node_type for p in ray_pods)
