@@ -279,6 +279,26 @@ def test_a_deleted_pod_is_replaced(box, core, tools) -> None:
     assert reports(box, new.metadata.name, tools)["patch-run"]["code"] == 200
 
 
+def test_a_changed_template_is_recreated(box, core, tools) -> None:
+    old = running_pod(core, tools)
+    old_pid = box.controller.process_pids[old.metadata.uid]
+    old_rs = old.metadata.owner_references[0].name
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "supervisor", "env": [
+        {"name": "RLTUI_RUN_CONFIGMAP", "value": f"rltui-run-{RUN}"}, {"name": "EXTRA", "value": "1"}]}]}}}}
+    out = kubectl(box, "patch", "deployment", DEPLOY, "--type=strategic", "-p", json.dumps(patch))
+    assert out.returncode == 0, out.stderr
+    new = running_pod(core, tools, not_named=old.metadata.name)
+    new_rs = new.metadata.owner_references[0].name
+    assert new_rs != old_rs and not tools.proc_alive(old_pid)
+    env = {e.name for e in new.spec.containers[0].env}
+    assert env == {"RLTUI_RUN_CONFIGMAP", "RAY_ADDRESS", "POD_NAMESPACE", "EXTRA"}  # merged by name
+    scaling = [e.message for e in tools.events_for(core, DEPLOY) if e.reason == "ScalingReplicaSet"]
+    # Recreate: the old ReplicaSet is down (its pod gone) before the new one is scaled up.
+    assert scaling[-2:] == [f"Scaled down replica set {old_rs} from 1 to 0", f"Scaled up replica set {new_rs} from 0 to 1"]
+    deploy = client.AppsV1Api(box.api()).read_namespaced_deployment(DEPLOY, "default")
+    assert deploy.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
+
+
 def test_deleting_the_deployment_stops_the_process(box, core, tools) -> None:
     pod = running_pod(core, tools)
     pid = box.controller.process_pids[pod.metadata.uid]
