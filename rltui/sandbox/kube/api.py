@@ -10,13 +10,16 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from rltui.sandbox.kube import discovery, errors, openapi, tables
+from rltui.sandbox.kube import discovery, errors, openapi, protowire, rbac, serviceaccounts, tables
 from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.portforward import handle_portforward
-from rltui.sandbox.kube.resources import ResourceType, find
+from rltui.sandbox.kube.resources import REVIEWS, ResourceType, find
+from rltui.sandbox.kube.serviceaccounts import User
 from rltui.sandbox.kube.store import KubeStore
 
 STORE = web.AppKey("store", KubeStore)
+# The request's user when it is not the owner (auth.guard_middleware sets it).
+USER = web.RequestKey("kube_user", User)
 SETTINGS = web.AppKey("settings", dict)
 # kube-apiserver's --min-request-timeout: a watch without timeoutSeconds ends after this.
 DEFAULT_WATCH_SECONDS = 1800.0
@@ -228,7 +231,27 @@ async def _dispatch(request: web.Request, store: KubeStore, target: Target) -> w
     dry_run = bool(q.get("dryRun"))
     watching = method == "GET" and (target.watch_path or _true(q.get("watch")))
     verb = "WATCH" if watching else method
+    user = request.get(USER)
+    if user is not None:  # a ServiceAccount's token: RBAC decides (the owner's tokens may do all)
+        name_attr = name or ("" if method not in ("GET", "DELETE") else rbac.selector_name(q.get("fieldSelector")))
+        rbac.check(store, rbac.Attributes(user, rbac.request_verb(method, name is not None, watching),
+                                          ns or "", rtype.group, rtype.plural, sub or "", name_attr))
     _maybe_fault(store, f"kube:{verb}:{rtype.plural}" + (f"/{sub}" if sub else ""))
+    if rtype.plural in REVIEWS:
+        if method != "POST" or name is not None:
+            raise KubeError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if "protobuf" in request.content_type:  # kubectl auth can-i sends nothing else
+            try:
+                review = protowire.access_review(await request.read())
+            except protowire.ProtoError as exc:
+                raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
+        else:
+            review = await _body(request)
+        return _json(rbac.access_review(store, user, review), 201)
+    if sub == "token":
+        if method != "POST":
+            raise KubeError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        return _json(await serviceaccounts.token_request(store, ns or "default", name or "", await _body(request)), 201)
     if sub == "portforward":
         return await handle_portforward(request, store, ns or "default", name or "")
     if sub == "log":
@@ -310,7 +333,7 @@ def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float =
     paths are not served over plain http (see auth.guard_middleware)."""
     from rltui.sandbox.kube.auth import guard_middleware
 
-    middlewares = [guard_middleware(issuer)] if issuer is not None else []
+    middlewares = [guard_middleware(issuer, store)] if issuer is not None else []
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
     app[STORE] = store
     app[SETTINGS] = {"bookmark_interval": bookmark_interval, "tick": tick}

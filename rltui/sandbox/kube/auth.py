@@ -16,7 +16,9 @@
   assertion signed by the sandbox service account's key, audience this endpoint) and
   `refresh_token` (the issuer's refresh token, for authorized_user clients that honour a URI).
 - `guard_middleware`: on the HTTPS site (the cluster endpoint) every request needs a valid token
-  (else 401, a Kubernetes Status, reason Unauthorized) and only Kubernetes paths exist; on the
+  (else 401, a Kubernetes Status, reason Unauthorized) - the issuer's (the project owner's: all
+  powerful) or a pod's ServiceAccount token (serviceaccounts.py; RBAC then decides, rbac.py) -
+  and only Kubernetes paths exist; on the
   plain-http site (Google-API surfaces, control routes, this token endpoint) Kubernetes paths
   do not exist, except `/version` (the daemon's readiness probe: no cluster state).
 """
@@ -31,7 +33,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -142,13 +144,24 @@ def unauthorized() -> web.Response:
                               "reason": "Unauthorized", "code": 401}, status=401)
 
 
-def guard_middleware(issuer: TokenIssuer):
+def guard_middleware(issuer: TokenIssuer, store: Any = None):
+    """With `store`, a ServiceAccount token (serviceaccounts.py) is accepted too: its user is
+    put on the request (api.USER) for RBAC (rbac.py); the issuer's tokens are the owner's."""
+    from .api import USER
+    from .serviceaccounts import authenticate
+
     @web.middleware
     async def guard(request: web.Request, handler):
         kube = is_kube_path(request.path)
         if request.secure:
-            if not issuer.valid(bearer(request)):
-                return unauthorized()
+            token = bearer(request)
+            if not issuer.valid(token):
+                user = authenticate(store, token) if store is not None else None
+                if user is None:
+                    return unauthorized()
+                request[USER] = user
+            elif request.headers.get("Impersonate-User"):
+                request[USER] = impersonated(request)
             if not kube:
                 return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
         elif kube and request.path != "/version":
@@ -158,6 +171,23 @@ def guard_middleware(issuer: TokenIssuer):
                      " endpoint (status key kube_server) with a bearer token\n")
         return await handler(request)
     return guard
+
+
+def impersonated(request: web.Request) -> Any:
+    """The user an owner's request acts as with `Impersonate-User` (kubectl --as, --as-group),
+    as the apiserver's impersonation filter builds it (staging/src/k8s.io/apiserver/pkg/
+    endpoints/filters/impersonation.go): a ServiceAccount name gets the groups
+    system:serviceaccounts and system:serviceaccounts:<ns>, every user system:authenticated.
+    The owner may impersonate anyone (as a cluster admin may)."""
+    from .serviceaccounts import SA_PREFIX, User, service_account_user
+
+    name = request.headers["Impersonate-User"]
+    groups = tuple(request.headers.getall("Impersonate-Group", []))
+    if name.startswith(SA_PREFIX) and name.count(":") == 3:
+        ns, sa = name[len(SA_PREFIX):].split(":")
+        base = service_account_user(ns, sa)
+        return User(base.name, "", tuple(dict.fromkeys((*base.groups, *groups))))
+    return User(name, "", tuple(dict.fromkeys((*groups, "system:authenticated"))))
 
 
 def add_token_route(app: web.Application, issuer: TokenIssuer) -> None:

@@ -6,6 +6,7 @@ import base64
 import re
 from typing import Any
 
+from rltui.sandbox.kube import rbac, workloads
 from rltui.sandbox.kube.errors import invalid
 from rltui.sandbox.kube.resources import ResourceType
 
@@ -53,6 +54,10 @@ def validate(rtype: ResourceType, obj: dict) -> None:
         value = _dig(obj, path)
         if value in (None, "", [], {}):
             raise invalid(rtype, name, ".".join(path), "FieldValueRequired", "Required value")
+    if rtype.plural in (*workloads.WORKLOADS, "configmaps"):
+        workloads.validate(rtype, obj)
+    elif rtype.plural in rbac.RBAC_KINDS:
+        rbac.validate(rtype, obj)
 
 
 def _default_pod(obj: dict) -> None:
@@ -123,6 +128,8 @@ def defaults_on_create(rtype: ResourceType, obj: dict, serial: int) -> None:
     elif plural == "daemonsets":
         obj["status"] = {"currentNumberScheduled": 0, "desiredNumberScheduled": 0,
                          "numberMisscheduled": 0, "numberReady": 0}
+    elif plural in workloads.WORKLOADS:
+        workloads.defaults_on_create(rtype, obj)
     elif rtype.has_status:
         obj.pop("status", None)
 
@@ -139,6 +146,8 @@ def defaults_on_update(rtype: ResourceType, old: dict, new: dict) -> None:
             port.setdefault("targetPort", port.get("port"))
     elif rtype.plural == "secrets":
         _default_secret(new)
+    elif rtype.plural in workloads.WORKLOADS:
+        workloads.defaults_on_update(rtype, new)
 
 
 # The volume-source members of PersistentVolumeSpec (core/v1; the kubernetes client's
@@ -181,8 +190,13 @@ def validate_update(rtype: ResourceType, old: dict, new: dict) -> None:
     "volumeMode", as the real code spells it). The real message ends with a go-cmp diff of
     the two sources after a newline; the sandbox writes its own line diff there, so match
     only the first line. Labels, annotations, claimRef, capacity, reclaim policy etc. stay
-    mutable.
+    mutable. Deployments, ReplicaSets, ConfigMaps: workloads.validate_update; bindings:
+    rbac.validate_update.
     """
+    if rtype.plural in (*workloads.WORKLOADS, "configmaps"):
+        return workloads.validate_update(rtype, old, new)
+    if rtype.plural in rbac.RBAC_KINDS:
+        return rbac.validate_update(rtype, old, new)
     if rtype.plural != "persistentvolumes":
         return
     name = new["metadata"]["name"]

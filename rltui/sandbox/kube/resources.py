@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class ResourceType:
     custom: bool = False
     # Field selectors the real server accepts beyond metadata.name / metadata.namespace.
     fields: tuple[str, ...] = field(default=())
+    # The verbs discovery lists (a review kind is create-only and never stored).
+    verbs: tuple[str, ...] = tuple(VERBS)
 
     @property
     def api_version(self) -> str:
@@ -66,9 +69,26 @@ RESOURCES: tuple[ResourceType, ...] = (
                          "reason", "reportingComponent", "source", "type")),
     ResourceType("daemonsets", "daemonset", "DaemonSet", group="apps", short_names=("ds",),
                  categories=("all",), subresources=("status",)),
+    ResourceType("configmaps", "configmap", "ConfigMap", short_names=("cm",)),
+    ResourceType("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=("sa",),
+                 subresources=("token",)),
+    ResourceType("deployments", "deployment", "Deployment", group="apps", short_names=("deploy",),
+                 categories=("all",), subresources=("status",)),
+    ResourceType("replicasets", "replicaset", "ReplicaSet", group="apps", short_names=("rs",),
+                 categories=("all",), subresources=("status",)),
+    ResourceType("roles", "role", "Role", group=RBAC_GROUP),
+    ResourceType("rolebindings", "rolebinding", "RoleBinding", group=RBAC_GROUP),
+    ResourceType("clusterroles", "clusterrole", "ClusterRole", group=RBAC_GROUP, namespaced=False),
+    ResourceType("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", group=RBAC_GROUP,
+                 namespaced=False),
+    # A review: POST answers it (rbac.py), nothing is stored (kubectl auth can-i posts these).
+    ResourceType("selfsubjectaccessreviews", "", "SelfSubjectAccessReview", group="authorization.k8s.io",
+                 namespaced=False, verbs=("create",)),
     ResourceType("rayclusters", "raycluster", "RayCluster", group="ray.io", categories=("all",),
                  subresources=("status",), custom=True),
 )
+# Kinds whose POST is answered, never stored.
+REVIEWS = ("selfsubjectaccessreviews",)
 
 BY_PLURAL: dict[str, ResourceType] = {r.plural: r for r in RESOURCES}
 
@@ -97,8 +117,9 @@ def groups() -> dict[str, list[ResourceType]]:
     return out
 
 
-_SUB_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "portforward": ["create", "get"]}
-_SUB_KINDS = {"log": "Pod", "portforward": "PodPortForwardOptions"}
+_SUB_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "portforward": ["create", "get"],
+              "token": ["create"]}
+_SUB_KINDS = {"log": "Pod", "portforward": "PodPortForwardOptions", "token": "TokenRequest"}
 
 
 def resource_list(group_version: str) -> dict:
@@ -106,16 +127,18 @@ def resource_list(group_version: str) -> dict:
     resources: list[dict] = []
     for r in groups().get(group_version, []):
         entry = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                 "kind": r.kind, "verbs": VERBS}
+                 "kind": r.kind, "verbs": list(r.verbs)}
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
         if r.categories:
             entry["categories"] = list(r.categories)
         resources.append(entry)
         for sub in r.subresources:
-            resources.append({"name": f"{r.plural}/{sub}", "singularName": "",
-                              "namespaced": r.namespaced, "kind": _SUB_KINDS.get(sub, r.kind),
-                              "verbs": _SUB_VERBS[sub]})
+            sub_entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                         "kind": _SUB_KINDS.get(sub, r.kind), "verbs": _SUB_VERBS[sub]}
+            if sub == "token":
+                sub_entry.update(group="authentication.k8s.io", version="v1")
+            resources.append(sub_entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
             "resources": resources}
 

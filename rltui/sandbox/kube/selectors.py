@@ -117,3 +117,23 @@ def field_matcher(selector: str | None, allowed: set[str]) -> Callable[[dict], b
     def match(obj: dict) -> bool:
         return all((field_value(obj, p) == v) == eq for p, eq, v in terms)
     return match
+
+
+def label_selector_string(selector: dict | None) -> str:
+    """A metav1.LabelSelector (matchLabels, matchExpressions) as selector text, as
+    metav1.LabelSelectorAsSelector turns it into one (In, NotIn, Exists, DoesNotExist)."""
+    selector = selector or {}
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+        else:
+            raise SelectorError(f'"{op}" is not a valid label selector operator')
+    return ",".join(parts)

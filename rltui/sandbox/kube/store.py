@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from rltui.sandbox.kube import errors, kinds, patches, volumes
+from rltui.sandbox.kube import errors, kinds, patches, serviceaccounts, volumes
 from rltui.sandbox.kube.disk import Disk
 from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.logs import LogBook
@@ -56,6 +56,8 @@ class KubeStore:
         self._watchers: set[Watcher] = set()
         self._ports: dict[tuple[str, str, int], tuple[str, int]] = {}
         self.closing = False
+        # The key ServiceAccount tokens are signed with (serviceaccounts.py).
+        self.sa_key = serviceaccounts.load_key(self.root)
         self._load()
         # Events at or below this resourceVersion are gone: a watch from there gets 410.
         self._history_start = self._rv
@@ -134,6 +136,8 @@ class KubeStore:
         meta = obj.setdefault("metadata", {})
         ns = self._namespace_for(rtype, meta, namespace)
         name = meta.get("name") or ""
+        if rtype.plural == "pods":
+            serviceaccounts.admit_pod(self, obj, ns)
         if not name:
             if not meta.get("generateName"):
                 raise errors.invalid(rtype, "", "metadata.name", "FieldValueRequired",

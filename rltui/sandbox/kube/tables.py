@@ -167,6 +167,41 @@ def _raycluster_row(rc: dict) -> list:
             _get(status, "head.serviceIP")]
 
 
+def _template_cells(obj: dict) -> list:
+    containers = _get(obj, "spec.template.spec.containers") or []
+    match = ",".join(f"{k}={v}" for k, v in sorted((_get(obj, "spec.selector.matchLabels") or {}).items()))
+    return [",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            match or NONE]
+
+
+def _deployment_row(d: dict) -> list:
+    status = d.get("status") or {}
+    return [d["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{_get(d, 'spec.replicas') or 0}",
+            status.get("updatedReplicas", 0), status.get("availableReplicas", 0), _age(d), *_template_cells(d)]
+
+
+def _replicaset_row(rs: dict) -> list:
+    status = rs.get("status") or {}
+    return [rs["metadata"]["name"], _get(rs, "spec.replicas") or 0, status.get("replicas", 0),
+            status.get("readyReplicas", 0), _age(rs), *_template_cells(rs)]
+
+
+def _binding_row(b: dict) -> list:
+    subjects = b.get("subjects") or []
+
+    def names(kind: str) -> str:
+        out = [(f"{s.get('namespace', '')}/{s['name']}" if kind == "ServiceAccount" else s["name"])
+               for s in subjects if s.get("kind") == kind]
+        return ", ".join(out)
+    ref = b.get("roleRef") or {}
+    return [b["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", _age(b),
+            names("User"), names("Group"), names("ServiceAccount")]
+
+
+_WORKLOAD_WIDE = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]
+_BINDING_COLUMNS = [("Name", "string", 0), ("Role", "string", 0), ("Age", "string", 0), ("Users", "string", 1),
+                    ("Groups", "string", 1), ("ServiceAccounts", "string", 1)]
+
 # Columns per resource: (name, type, priority); priority 1 shows only with -o wide.
 _C = tuple[str, str, int]
 COLUMNS: dict[str, tuple[list[_C], Callable[[dict], list]]] = {
@@ -200,6 +235,21 @@ COLUMNS: dict[str, tuple[list[_C], Callable[[dict], list]]] = {
                     ("Ready", "integer", 0), ("Up-to-date", "integer", 0), ("Available", "integer", 0),
                     ("Node Selector", "string", 0), ("Age", "string", 0), ("Containers", "string", 1),
                     ("Images", "string", 1), ("Selector", "string", 1)], _daemonset_row),
+    "deployments": ([("Name", "string", 0), ("Ready", "string", 0), ("Up-to-date", "string", 0),
+                     ("Available", "string", 0), ("Age", "string", 0), *_WORKLOAD_WIDE], _deployment_row),
+    "replicasets": ([("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
+                     ("Ready", "integer", 0), ("Age", "string", 0), *_WORKLOAD_WIDE], _replicaset_row),
+    "configmaps": ([("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
+                   lambda c: [c["metadata"]["name"], len(c.get("data") or {}) + len(c.get("binaryData") or {}),
+                              _age(c)]),
+    "serviceaccounts": ([("Name", "string", 0), ("Secrets", "integer", 0), ("Age", "string", 0)],
+                        lambda a: [a["metadata"]["name"], len(a.get("secrets") or []), _age(a)]),
+    "roles": ([("Name", "string", 0), ("Created At", "string", 0)],
+              lambda r: [r["metadata"]["name"], r["metadata"].get("creationTimestamp", "")]),
+    "clusterroles": ([("Name", "string", 0), ("Created At", "string", 0)],
+                     lambda r: [r["metadata"]["name"], r["metadata"].get("creationTimestamp", "")]),
+    "rolebindings": (_BINDING_COLUMNS, _binding_row),
+    "clusterrolebindings": (_BINDING_COLUMNS, _binding_row),
     # The KubeRay CRD's additionalPrinterColumns.
     "rayclusters": ([("Name", "string", 0), ("desired workers", "integer", 0),
                      ("available workers", "integer", 0), ("cpus", "string", 0), ("memory", "string", 0),

@@ -1,5 +1,6 @@
 """KubeRayController: the one object that plays every role of this package on the daemon's event
-loop (scheduler, kubelet, Ray head pods, operator; GKE's nodes through GkeNodes), fed by the
+loop (scheduler, kubelet, Ray head pods and process pods, operator, the Deployment and ReplicaSet
+controllers; GKE's nodes through GkeNodes), fed by the
 KubeStore's watches and the World's events, and `POST /_sandbox/preempt` for Spot preemption."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.store import KubeStore
 from rltui.sandbox.kuberay.headpod import HeadPods
 from rltui.sandbox.kuberay.kubelet import Kubelet
+from rltui.sandbox.kuberay.deployments import Deployments
 from rltui.sandbox.kuberay.operator import Operator
+from rltui.sandbox.kuberay.procpods import ProcessPods
 from rltui.sandbox.kuberay.pods import _meta
 from rltui.sandbox.kuberay.scheduler import Scheduler
 from rltui.sandbox.kuberay.volumes import VolumeManager
@@ -36,13 +39,13 @@ log = logging.getLogger("rltui.sandbox.kuberay")  # the logger's name from befor
 IDLE_RECHECK_S = 5.0
 
 
-class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
+class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, VolumeManager, Scheduler):
     """Nodes, scheduler, kubelet and KubeRay operator of the sandbox's Kubernetes API (see package doc).
 
     `project` limits it to one emulated project's GKE clusters (None: all). `bin_dir` holds `uv`
     (written if missing) and goes first on the Ray head's PATH. `head_env` is laid under the
     head container's own env (e.g. the GRPO demo's knobs). `on_children(pids)` hears every change
-    of the set of Ray head PIDs.
+    of the set of Ray head PIDs and process-container PIDs (procpods.py).
     """
 
     def __init__(self, store: KubeStore, world: World, clock: Clock, *, project: str | None,
@@ -74,6 +77,7 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
         self._bind_lock = asyncio.Lock()
         self._unsubscribe: Callable[[], None] | None = None
         self.nodes = gke.GkeNodes(store, world, clock, project, record=self._event, kill_pod=self._force_delete)
+        self.init_process_pods()
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -83,10 +87,11 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
             await asyncio.to_thread(write_uv_shim, self.bin_dir)
         self._unsubscribe = self.world.subscribe(self._on_world)
         await self.nodes.sync()
-        for plural in ("nodes", "pods", "rayclusters", "services", "secrets",
-                       "persistentvolumeclaims", "persistentvolumes"):
+        for plural in ("nodes", "pods", "rayclusters", "services", "secrets", "persistentvolumeclaims",
+                       "persistentvolumes", "configmaps", "serviceaccounts", "deployments", "replicasets"):
             self._spawn(self._watch(plural))
         self._spawn(self._reconcile_loop())
+        self._spawn(self._workload_loop())
 
     async def stop(self) -> None:
         """Stop every task and every Ray head this controller started (by PID)."""
@@ -103,6 +108,7 @@ class KubeRayController(Operator, HeadPods, Kubelet, VolumeManager, Scheduler):
         await asyncio.gather(*list(self._head_starts), return_exceptions=True)
         await asyncio.sleep(0)  # let the starts' callbacks queue the stops of their heads
         await asyncio.gather(*list(self._head_stops), return_exceptions=True)
+        await self._stop_all_processes()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         task = asyncio.ensure_future(coro)

@@ -2,7 +2,9 @@
 node, shared by the pods that wait for them), container env from values, fields and Secrets
 (CreateContainerConfigError when one is missing), then Running; a deleted pod stops its
 containers and shows Terminating for the graceful period; a pod whose node is gone is removed
-at once, as the pod garbage collector does. Events as the kubelet words them."""
+at once, as the pod garbage collector does. Events as the kubelet words them. A container
+running a Python script from a ConfigMap volume is a real local process (procpods.py); a
+head pod's Ray container a real Ray head (headpod.py); other containers are pretended."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from rltui.sandbox.kuberay.pods import (
     _pod_status,
     _running_ready,
 )
+from rltui.sandbox.kuberay.procpods import script_container
 from rltui.sandbox.kuberay.templates import _is_head
 
 log = logging.getLogger("rltui.sandbox.kuberay")  # the logger's name from before the split
@@ -74,6 +77,11 @@ class Kubelet:
         self._cancel_pod_task(uid)
         self._settled.discard(uid)
         self._terminating.discard(uid)
+        stopping = self._stop_process(uid)  # gone without its graceful period (e.g. its namespace)
+        if stopping is None:
+            self._drop_pod_dir(uid)
+        else:
+            stopping.add_done_callback(lambda _t: self._drop_pod_dir(uid))
 
     async def _pod(self, uid: str, ns: str, name: str) -> dict:
         """The pod as stored now; _Gone once it was deleted, is terminating or was replaced."""
@@ -101,6 +109,7 @@ class Kubelet:
         """Gone now, without the graceful Terminating period (node lost, pod GC)."""
         meta = _meta(pod)
         self._cancel_pod_task(meta["uid"])
+        self._stop_process(meta["uid"], grace=0)  # its node is gone: SIGKILL
         with contextlib.suppress(KubeError):
             finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
             if FINALIZER in (meta.get("finalizers") or []):
@@ -115,7 +124,11 @@ class Kubelet:
         if node and _phase(pod) == "Running":
             for c in pod["spec"].get("containers") or []:
                 await self._event(pod, "Normal", "Killing", f"Stopping container {c['name']}", "kubelet", node)
-        await self.clock.sleep("raycluster_delete")
+        stopping = self._stop_process(meta["uid"])  # a process container: SIGTERM, SIGKILL after the grace
+        if stopping is not None:
+            await asyncio.shield(stopping)
+        else:
+            await self.clock.sleep("raycluster_delete")
         with contextlib.suppress(KubeError):
             current = await self.store.get("pods", meta["name"], meta["namespace"])
             if _meta(current)["uid"] == meta["uid"] and FINALIZER in (_meta(current).get("finalizers") or []):
@@ -136,6 +149,8 @@ class Kubelet:
             pod = await self._pod(uid, ns, name)
             if _is_head(pod):
                 await self._supervise_head(uid, ns, name, adopted)
+            elif script_container(pod) is not None:
+                await self._supervise_process(uid, ns, name, adopted)
             else:
                 if not _running_ready(pod):
                     await self._mark_running(uid, ns, name, ready=True)
@@ -152,9 +167,12 @@ class Kubelet:
     async def _bring_up(self, uid: str, ns: str, name: str) -> None:
         node_name = await self._schedule(uid, ns, name)
         await self._mount_volumes(uid, ns, name, node_name)
+        await self._mount_configmaps(uid, ns, name, node_name)
         await self._pull_images(uid, ns, name, node_name)
         await self._check_config(uid, ns, name, node_name)
         pod = await self._pod(uid, ns, name)
+        if script_container(pod) is not None:
+            return  # a process container: _supervise_process starts it (procpods.py)
         for c in pod["spec"].get("containers") or []:
             await self._event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet", node_name)
             await self._event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet", node_name)

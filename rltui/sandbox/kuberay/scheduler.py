@@ -1,4 +1,4 @@
-"""The scheduler: a pod is bound to a Ready node that fits it (node selector, taints, resources,
+"""The scheduler: a pod is bound to a Ready node that fits it (node selector, required node affinity, taints, resources,
 bound claims; the fit check is rltui/sandbox/nodes/fit.py), spreading pods as LeastAllocated
 does; until a node fits, the pod stays Pending with Unschedulable and a FailedScheduling Event
 in the default scheduler's words."""
