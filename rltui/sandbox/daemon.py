@@ -155,8 +155,10 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         # A deleted GKE cluster takes its Kubernetes objects with it (the kube API is its API).
         if event.kind != "cluster_deleted":
             return
-        for plural in ("rayclusters.ray.io", "pods", "services", "persistentvolumeclaims",
-                       "persistentvolumes", "secrets", "daemonsets.apps", "events"):
+        for plural in ("deployments.apps", "replicasets.apps", "rayclusters.ray.io", "pods", "services",
+                       "persistentvolumeclaims", "persistentvolumes", "secrets", "configmaps",
+                       "serviceaccounts", "rolebindings.rbac.authorization.k8s.io",
+                       "roles.rbac.authorization.k8s.io", "daemonsets.apps", "events"):
             for obj in store.list_sync(plural):
                 meta = obj.get("metadata", {})
                 try:
