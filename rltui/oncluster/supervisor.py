@@ -202,18 +202,24 @@ def _restarts(pod: dict[str, Any]) -> int:
                for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def _is_head(pod: dict[str, Any]) -> bool:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type") == "head"
+
+
 def pod_snapshot(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["uid"]: {"name": p["metadata"]["name"], "node": (p.get("spec") or {}).get("nodeName", ""),
-                                   "restarts": _restarts(p)} for p in pods}
+                                   "restarts": _restarts(p), "head": _is_head(p)} for p in pods}
 
 
 def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job_started: float) -> str | None:
     """Why the job's nodes are not what it started on, or None when they are."""
     now = {p["metadata"]["uid"]: p for p in pods}
-    for uid, was in sorted(before.items(), key=lambda kv: kv[1]["name"]):
+    # The head first: losing it loses the job table too, whatever else went with its node.
+    for uid, was in sorted(before.items(), key=lambda kv: (not kv[1].get("head"), kv[1]["name"])):
         if uid not in now:
-            return f"pod {was['name']} on node {was['node'] or '?'} was lost"
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            what = "the Ray head's pod" if was.get("head") else "pod"
+            return f"{what} {was['name']} on node {was['node'] or '?'} was lost"
+    for pod in sorted(pods, key=lambda p: (not _is_head(p), p["metadata"]["name"])):
         meta = pod["metadata"]
         node = (pod.get("spec") or {}).get("nodeName") or "?"
         if job_started and _stamp(meta.get("creationTimestamp", "")) > job_started + 1:
@@ -353,7 +359,7 @@ class Supervisor:
             if not lost:
                 raise
             # The job API does not answer because the head is gone: the job went with it.
-            self._failed(spec, state, attempt, f"preempted: the Ray head was lost: {lost}", lost=True)
+            self._failed(spec, state, attempt, f"preempted: {lost}", lost=True)
             return
         if job is None:
             # This head does not know the attempt: a lost head (its pod replaced) took the job
@@ -361,7 +367,7 @@ class Supervisor:
             # an attempt of ours whose submit we did not see through is submitted again).
             lost = lost_node(attempt["pods"], pods, started)
             if lost:
-                self._failed(spec, state, attempt, f"preempted: the Ray head was lost: {lost}", lost=True)
+                self._failed(spec, state, attempt, f"preempted: {lost}", lost=True)
             elif attempt.get("by") == "supervisor":
                 self.ray.submit(attempt["id"], spec, self.files)
             elif self.clock() - started > float(spec.get("submit_grace_s", 180)):

@@ -68,6 +68,9 @@ def test_a_lost_node_is_read_from_the_pods_never_from_the_error_text() -> None:
     assert "recreated" in (sup.lost_node(late, [head, replaced], started) or "")
     assert "restarted" in (sup.lost_node(before, [head, _pod("rc-worker-a", "u2", restarts=1)], started) or "")
     assert "not running" in (sup.lost_node(before, [head, _pod("rc-worker-a", "u2", ready=False)], started) or "")
+    # A node with the head and a worker: the head is named (the job table went with it).
+    head["metadata"]["labels"] = {"ray.io/node-type": "head"}
+    assert (sup.lost_node(sup.pod_snapshot([head, worker]), [], started) or "").startswith("the Ray head's pod rc-head")
 
 
 def test_whole_means_the_head_and_every_worker_replica() -> None:
