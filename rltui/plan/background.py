@@ -7,11 +7,12 @@ The process and its record are cloud/detached.py's; this only names them for the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .context import Context
 
-__all__ = ["Background", "running", "stop_background", "interrupted_line"]
+__all__ = ["Background", "interrupted_line", "running", "running_in", "stop_background"]
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,14 @@ class Background:
 
 def running(ctx: Context) -> Background | None:
     """The live detached operation of this cluster's xpk folder, or None. No cloud call."""
+    return running_in(ctx.xpk_dir)
+
+
+def running_in(xpk_dir: Path) -> Background | None:
+    """The same for a folder (the wizard asks before its endpoints exist)."""
     from ..cloud.detached import Detached
 
-    rec = Detached(ctx.xpk_dir, "xpk").live()
+    rec = Detached(xpk_dir, "xpk").live()
     return None if rec is None else _of(rec)
 
 

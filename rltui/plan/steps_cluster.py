@@ -97,13 +97,17 @@ class XpkClusterStep(ContextStep):
                      detail=cluster.status.name + (", not labelled yet" if unlabelled else ""))
 
     def _built(self, cluster: Any) -> bool:
-        """RUNNING with the GPU pool xpk makes, at full size."""
+        """Made by xpk: the cluster and the GPU pool xpk makes, at full size, past creation.
+        RECONCILING is GKE at work on a made cluster or pool ("such as upgrading the master or
+        node software": google-cloud-container 2.67.0, Cluster.Status and NodePool.Status),
+        e.g. the auto-upgrade right after a create: xpk's part is done, it is not run again."""
+        made = ("RUNNING", "RECONCILING")
         gpu_pools = [p for p in cluster.node_pools
                      if any(a.accelerator_type == self.cfg.device.accelerator
                             for a in p.config.accelerators)]
-        return (cluster.status.name == "RUNNING" and bool(gpu_pools)
+        return (cluster.status.name in made and bool(gpu_pools)
                 and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
-                and all(p.status.name == "RUNNING" for p in gpu_pools))
+                and all(p.status.name in made for p in gpu_pools))
 
     def _detached(self) -> Detached:
         from ..cloud.detached import Detached
