@@ -57,6 +57,10 @@ def start_elsewhere(folder: Path, argv: list[str]) -> dict:
     return json.loads(out.stdout)
 
 
+def spawn(argv: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(argv, env=ENV, stdout=subprocess.PIPE, text=True)
+
+
 def wait_gone(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -105,7 +109,7 @@ async def test_reattached_from_another_process_streams_from_now_and_the_code_is_
     tool = Detached(folder, "tool")
     rec = tool.live()
     assert rec is not None and rec.pid == info["pid"]
-    time.sleep(0.35)
+    await asyncio.sleep(0.35)
     seen: list[str] = []
     outcome = await tool.attach(rec, seen.append, attached=True)
     assert outcome.returncode is None and outcome.attached
@@ -116,9 +120,8 @@ async def test_reattached_from_another_process_streams_from_now_and_the_code_is_
 
 async def test_the_tool_survives_a_sigkill_of_its_starter(tmp_path):
     folder = tmp_path / "state"
-    starter = subprocess.Popen([sys.executable, "-c", STARTER + "import time; time.sleep(60)\n",
-                                str(folder), *tool_argv(tmp_path, n=10, gap=0.1)],
-                               env=ENV, stdout=subprocess.PIPE, text=True)
+    starter = spawn([sys.executable, "-c", STARTER + "import time; time.sleep(60)\n",
+                     str(folder), *tool_argv(tmp_path, n=10, gap=0.1)])
     assert starter.stdout is not None
     info = json.loads(starter.stdout.readline())
     starter.kill()
@@ -141,7 +144,7 @@ async def test_a_dead_pid_is_finished(tmp_path):
 
 
 async def test_a_pid_now_held_by_another_program_is_finished_and_never_signalled(tmp_path):
-    sleeper = subprocess.Popen(["sleep", "30"])
+    sleeper = spawn(["sleep", "30"])
     try:
         ticks = int(Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
         tool = Detached(tmp_path, "tool")
