@@ -137,12 +137,28 @@ class RLTuiApp(App):
         self.bus = Bus(self)
         self.header_info = header or HeaderInfo()
         self._log_buffer: list[str] = []
+        self._quit_warned = False
 
     # --- navigation, help, palette ---
 
     def action_step(self, delta: int) -> None:
         modes = [m for m, _ in PAGES]
         self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
+
+    async def action_quit(self) -> None:
+        """ctrl+q. While a detached xpk runs, the first press says it goes on without us; a
+        second one (within the notice's 10 s) quits. Quitting never stops it."""
+        bg = self.session.background() if self.session is not None else None
+        if bg is not None and not self._quit_warned:
+            self._quit_warned = True
+            self.notify(f"{bg.described} keeps running in the background: quit (ctrl+q again)"
+                        " / stay (wait)", title="Quit?", severity="warning", timeout=10)
+            self.set_timer(10, self._unwarn)
+            return
+        self.exit()
+
+    def _unwarn(self) -> None:
+        self._quit_warned = False
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
@@ -202,6 +218,22 @@ class RLTuiApp(App):
         self.publish_plan()
         self.run_preflight()
         self.refresh_inventory()
+        self._resume_background()
+
+    def _resume_background(self) -> None:
+        """A detached xpk from an earlier rltui still runs: resume its operation (up for a
+        create, down for a delete) so Provision or Teardown streams it."""
+        bg = self.session.background()
+        if bg is None:
+            return
+        mode = "provision" if bg.verb == "create" else "teardown"
+        self.switch_mode(mode)
+        if mode == "provision":
+            self.start_provision()
+        else:
+            self.start_teardown()
+        self.notify(f"re-attached to {bg.described}: its log is {bg.log}", title=mode.title(),
+                    timeout=10)
 
     def set_header(self, **changes: Any) -> None:
         from dataclasses import replace

@@ -190,10 +190,43 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _until_signal(make: Callable[[], Any]) -> int:
+    """Run the coroutine `make()` on a new event loop; SIGINT (ctrl+c), SIGTERM and SIGHUP (a
+    closed terminal) cancel it, so it ends its own way (a detached xpk is left running and the
+    command says so), and the exit code is 128 + the signal's number, without a traceback."""
+    import asyncio
+    import signal
+
+    caught: list[int] = []
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(sig: int) -> None:
+            caught.append(sig)
+            task.cancel()
+
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        for sig in signals:
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            code: int = await make()
+            return code
+        except BaseException:
+            if caught:  # cancelled by a signal (or its output failed on a closed terminal)
+                return 128 + caught[0]
+            raise
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    return asyncio.run(main())
+
+
 def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
     """Load env.sh, pick the endpoints, run one headless command to its exit code."""
-    import asyncio
-
     from .cloud.errors import CloudError
     from .headless import Refused, endpoints_for
     from .sandbox.manage import SandboxError
@@ -202,7 +235,7 @@ def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
     try:
         endpoints = endpoints_for(getattr(args, "sandbox", False))
         endpoints.require_credentials()
-        return asyncio.run(run(cfg, endpoints))
+        return _until_signal(lambda: run(cfg, endpoints))
     except Refused as exc:
         raise UsageError(str(exc)) from None
     except CloudError as exc:

@@ -7,12 +7,14 @@ runner/steps, submit and logs in plan/jobs, the inventory in plan/inventory.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
 from typing import TYPE_CHECKING, Callable
 
 from .config import RLConfig
+from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
 from .plan.jobs import Refused, follow_logs, job_logs, job_summary, stop_jobs, submit_job
@@ -68,6 +70,12 @@ async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
         return 1
     try:
         result = await runner.up()
+    except asyncio.CancelledError:
+        # ctrl+c, SIGTERM, SIGHUP (cli.py): a detached xpk goes on; say how to come back.
+        bg = running(ctx)
+        if bg is not None:
+            out(interrupted_line(bg))
+        raise
     finally:
         await ctx.close()
     if result.ok:
@@ -137,14 +145,18 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         # A supervised run is known from its record even while the RayCluster recovers.
         cluster = any(r.kind == "RayCluster" and r.present for r in resources)
         job = await job_summary(ctx) if cluster else None
+        bg = running(ctx)
     finally:
         await ctx.close()
     if as_json:
         out(json.dumps({"resources": [{k: r.as_json()[k] for k in ("kind", "name", "state", "owned",
                                                                    "leak", "detail")}
-                                      for r in resources], "job": job}, indent=2))
+                                      for r in resources], "job": job,
+                        "background": bg.as_json() if bg else None}, indent=2))
         return 0
     out(f"{endpoints.label}: project {cfg.project_id}, cluster {cfg.cluster_name}")
+    if bg is not None:
+        out(f"  running in the background: {bg.described}, log {bg.log}")
     for r in resources:
         mark = "LEAK " if r.leak else ("" if r.owned or not r.present else "(not rltui's) ")
         out(f"  {r.kind:<22} {r.name:<46} {r.state:<11} {mark}{r.detail}")
@@ -168,16 +180,20 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
     try:
         before = await collect(ctx)
         present = [r for r in before if r.present]
-        if not present:
+        bg = running(ctx)
+        if not present and bg is None:
             out("nothing of this plan exists; nothing to delete")
             return 0
         out(f"In {cfg.project_id} ({endpoints.label}):")
         for r in present:
             owner = "" if r.owned else "  (not rltui's: left alone)"
             out(f"  {r.kind:<22} {r.name:<44} {r.state}{owner}")
+        if bg is not None:
+            out(f"  running in the background: {bg.described}")
         if not yes and not _ask(f"Delete what rltui created for {cfg.cluster_name}?"):
             out("nothing deleted")
             return 1
+        await stop_background(ctx, out)
         if any(r.kind == "RayCluster" and r.present for r in before):
             await stop_jobs(ctx, out)
         await ctx.close()

@@ -18,6 +18,7 @@ from .plan.preflight import Check
 if TYPE_CHECKING:
     from .cloud.endpoints import Endpoints
     from .cloud.rayjobs import JobInfo
+    from .plan.background import Background
     from .plan.context import Context
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
@@ -147,11 +148,27 @@ class Session:
         return await self.runner(listener).up(targets)
 
     async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:
-        """Teardown; `listener` hears the runner's events and, first, lines about stopped jobs."""
+        """Teardown; `listener` hears the runner's events and, first, lines about a detached xpk
+        create it stopped and about stopped jobs."""
+        from .plan.background import stop_background
         from .plan.jobs import stop_jobs
 
+        await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
         return await self.runner(listener).down()
+
+    def background(self) -> Background | None:
+        """The detached xpk still running for this config (it outlives the wizard), or None.
+        Reads a local record and /proc only: cheap enough for a key press."""
+        if self.cfg is None:
+            return None
+        from .plan.background import running_in
+
+        if self._ctx is not None:
+            return running_in(self._ctx.xpk_dir)
+        from .plan.folders import state_root, xpk_subdir
+
+        return running_in(state_root() / xpk_subdir(self.cfg.project_id, self.cfg.cluster_name))
 
     async def inventory(self) -> list[Resource]:
         from .plan.inventory import collect

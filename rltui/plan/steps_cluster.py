@@ -4,13 +4,16 @@ addons (with the GPU nodes recreated for the driver), the cluster's credentials.
 from __future__ import annotations
 
 from shlex import join
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .codelab import APIS
 from . import xpkstate
 from .context import Context
 from .step import PermanentError, Probe, StepOutput, TransientError
 from .steps_base import ContextStep, _gke_lock
+
+if TYPE_CHECKING:
+    from ..cloud.detached import Detached, Outcome
 
 class EnableApisStep(ContextStep):
     name, title = "enable_apis", "Enable APIs"
@@ -94,20 +97,51 @@ class XpkClusterStep(ContextStep):
                      detail=cluster.status.name + (", not labelled yet" if unlabelled else ""))
 
     def _built(self, cluster: Any) -> bool:
-        """RUNNING with the GPU pool xpk makes, at full size."""
+        """Made by xpk: the cluster and the GPU pool xpk makes, at full size, past creation.
+        RECONCILING is GKE at work on a made cluster or pool ("such as upgrading the master or
+        node software": google-cloud-container 2.67.0, Cluster.Status and NodePool.Status),
+        e.g. the auto-upgrade right after a create: xpk's part is done, it is not run again."""
+        made = ("RUNNING", "RECONCILING")
         gpu_pools = [p for p in cluster.node_pools
                      if any(a.accelerator_type == self.cfg.device.accelerator
                             for a in p.config.accelerators)]
-        return (cluster.status.name == "RUNNING" and bool(gpu_pools)
+        return (cluster.status.name in made and bool(gpu_pools)
                 and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
-                and all(p.status.name == "RUNNING" for p in gpu_pools))
+                and all(p.status.name in made for p in gpu_pools))
 
-    async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> Any:
-        from ..cloud.tools import run_tool
+    def _detached(self) -> Detached:
+        from ..cloud.detached import Detached
 
-        self.ctx.xpk_dir.mkdir(parents=True, exist_ok=True)
-        return await run_tool(self._argv(verb), self.ctx.endpoints, cwd=self.ctx.xpk_dir,
-                              on_line=out.line, timeout_s=max(3 * expected_s, 300.0))
+        return Detached(self.ctx.xpk_dir, "xpk")
+
+    async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> Outcome:
+        """Run `xpk cluster <verb>` detached (cloud/detached.py): it outlives rltui, and a live
+        one in this folder is re-attached to, never started twice. A live delete while up wants
+        create is waited for first; a live create while down wants delete is stopped first.
+        Returns its Outcome (returncode None when re-attached: unknown, the cloud decides)."""
+        from ..cloud.errors import CloudError
+
+        tool = self._detached()
+        timeout_s = max(3 * expected_s, 300.0)
+        while True:
+            rec, started = tool.start(self._argv(verb), verb, self.ctx.endpoints.subprocess_env())
+            if started or rec.verb == verb:
+                break
+            if verb == "create":
+                out.note(f"waiting for {rec.describe()} to end before creating")
+                await tool.attach(rec, out.line, attached=True)
+            else:
+                out.note(f"stopping {rec.describe()} before deleting")
+                await tool.stop(rec)
+        if not started:
+            out.note(f"re-attaching to {rec.describe()}: its log is {rec.log}")
+        try:
+            return await tool.attach(rec, out.line, offset=rec.log_offset if started else None,
+                                     deadline=rec.started_at + timeout_s, attached=not started)
+        except TimeoutError:
+            await tool.stop(rec)   # rltui's own limit: 3x the expected time, as before
+            raise CloudError(f"xpk cluster {verb} did not finish within {timeout_s:.0f} s",
+                             transient=True, code="Timeout") from None
 
     async def _failed_operations(self, ctx: Context, since: float) -> list[str]:
         """Failures GKE recorded for this cluster since `since` (epoch seconds, a minute of
@@ -123,10 +157,22 @@ class XpkClusterStep(ContextStep):
         import time
 
         cluster = await ctx.gke.get()
-        if not (cluster is not None and self._built(cluster) and self.has_xpk_state(ctx)):
-            since = time.time()
+        running = self._detached().live()
+        if running is not None or not (cluster is not None and self._built(cluster)
+                                       and self.has_xpk_state(ctx)):
+            since = time.time() if running is None else running.started_at
             res = await self._xpk("create", out, self.expected_s)
-            if not res.ok:
+            if res.returncode is None:
+                # Re-attached: its exit code is its parent's to know. The cloud says.
+                since = res.record.started_at
+                cluster = await ctx.gke.get()
+                if not (cluster is not None and self._built(cluster) and self.has_xpk_state(ctx)):
+                    failed = await self._failed_operations(ctx, since)
+                    if failed:
+                        raise PermanentError(f"xpk cluster create failed: {'; '.join(failed)}")
+                    raise TransientError("xpk cluster create ended (exit code unknown: started"
+                                         " by another rltui) and the cluster is not built yet")
+            elif not res.ok:
                 failed = await self._failed_operations(ctx, since)
                 said = f" (xpk: {res.error_line()})"
                 if failed:
@@ -138,12 +184,17 @@ class XpkClusterStep(ContextStep):
         await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        running = self._detached().live()
+        if running is not None and running.verb == "create":
+            out.note(f"stopping {running.describe()} before deleting")
+            await self._detached().stop(running)
         cluster = await ctx.gke.get()
         if self.has_xpk_state(ctx):
             out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
             res = await self._xpk("delete", out, self.destroy_expected_s or self.expected_s)
             if await ctx.gke.get() is not None:
-                raise TransientError(f"xpk cluster delete exited with {res.returncode} and the"
+                code = "an unknown code" if res.returncode is None else res.returncode
+                raise TransientError(f"xpk cluster delete exited with {code} and the"
                                      f" cluster is still there (xpk: {res.error_line()})")
             if await self._delete_blueprint_leftovers(ctx, out):
                 out.note("xpk left some of its networks: deleted them by the blueprint's names")
