@@ -190,19 +190,38 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
                 f"Error: Cluster Toolkit deployment of {cluster} failed after its networks were created "
                 f"(sandbox fault injection, {ctx.faults!r}); run the same command again to resume")
 
-    created = await ctx.world.xpk_cluster_create(
-        project, zone, cluster, num_nodes=int(args.get("num_nodes", 2)),
-        device_type=_str(args, "device_type"), spot=bool(args.get("spot")),
-        default_pool_cpu_machine_type=args.get("default_pool_cpu_machine_type") or "e2-standard-16",
-        default_pool_cpu_num_nodes=int(args.get("default_pool_cpu_num_nodes") or 6),
-        deployment=args.get("deployment") or "", gke_version=str(args.get("gke_version") or ""),
-        progress=progress)
+    # In the record as one operation per gcluster deploy, so a test can count xpk creates.
+    rec = ctx.world.record.start("xpk.create", f"projects/{project}/locations/{zone}/clusters/{cluster}")
+    error: str | None = "cancelled: xpk went away"
+    try:
+        created = await ctx.world.xpk_cluster_create(
+            project, zone, cluster, num_nodes=int(args.get("num_nodes", 2)),
+            device_type=_str(args, "device_type"), spot=bool(args.get("spot")),
+            default_pool_cpu_machine_type=args.get("default_pool_cpu_machine_type") or "e2-standard-16",
+            default_pool_cpu_num_nodes=int(args.get("default_pool_cpu_num_nodes") or 6),
+            deployment=args.get("deployment") or "", gke_version=str(args.get("gke_version") or ""),
+            progress=progress)
+        error = None
+    except CloudError as exc:
+        error = exc.message
+        raise
+    finally:
+        ctx.world.record.end(rec, error)
     return {"name": created.name, "status": container_v1.Cluster.Status(created.status).name}
 
 
 @_op("xpk.delete")
 async def _xpk_delete(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
     # gcluster destroy: the cluster, then the blueprint's firewall rules and networks.
-    await ctx.world.xpk_cluster_delete(_str(args, "project"), _str(args, "zone"), _str(args, "cluster"),
-                                       delete_networks=True, progress=say)
+    project, zone, cluster = _str(args, "project"), _str(args, "zone"), _str(args, "cluster")
+    rec = ctx.world.record.start("xpk.delete", f"projects/{project}/locations/{zone}/clusters/{cluster}")
+    error: str | None = "cancelled: xpk went away"
+    try:
+        await ctx.world.xpk_cluster_delete(project, zone, cluster, delete_networks=True, progress=say)
+        error = None
+    except CloudError as exc:
+        error = exc.message
+        raise
+    finally:
+        ctx.world.record.end(rec, error)
     return None

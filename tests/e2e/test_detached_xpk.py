@@ -7,10 +7,9 @@ devrel-demos env.sh (2 nodes) in a fresh state folder. Two phases in file order:
 1. `up --yes`, SIGKILL it while xpk runs: xpk lives on; `down --yes` stops it by PID and
    leaves nothing.
 2. `up --yes`, SIGKILL it while xpk runs: xpk lives on; the rerun says it re-attached to that
-   PID, ends 0, and xpk ran once. The sandbox's record has no entry per control operation
-   (rltui/sandbox/control.py), so "once" is read from what only an xpk create asks: its two
-   `gcloud container get-server-config` (container:locations.getServerConfig); rltui is
-   killed only after those, so a second xpk would show.
+   PID, ends 0, and xpk ran once: one `xpk.create` (a gcluster deploy) in the sandbox's record,
+   and two `gcloud container get-server-config` (container:locations.getServerConfig), which
+   only an xpk create asks; rltui is killed only after those, so a second xpk would show.
 """
 
 from __future__ import annotations
@@ -68,10 +67,19 @@ def rltui(user, *args, timeout=120):
                           timeout=timeout, cwd=user["home"])
 
 
-def server_configs(user) -> int:
-    """From the daemon's GET /_sandbox/record (the file is written at most twice a second)."""
+def _record(user) -> dict:
+    """The daemon's GET /_sandbox/record (the file is written at most twice a second)."""
     with urllib.request.urlopen(f"{user['status']['kube_api']}/_sandbox/record", timeout=10) as r:
-        return int(json.loads(r.read())["calls"].get(SERVER_CONFIG, 0))
+        return dict(json.loads(r.read()))
+
+
+def server_configs(user) -> int:
+    return int(_record(user)["calls"].get(SERVER_CONFIG, 0))
+
+
+def xpk_creates(user) -> int:
+    """gcluster deploys the sandbox ran (rltui/sandbox/control.py records each)."""
+    return sum(op["kind"] == "xpk.create" for op in _record(user)["operations"])
 
 
 def up_then_sigkill_while_xpk_runs(user):
@@ -110,7 +118,7 @@ def test_down_during_a_detached_create_stops_it_by_pid_and_leaves_nothing(user):
 
 
 def test_up_killed_while_xpk_runs_is_resumed_by_the_next_up_without_a_second_xpk(user):
-    before = server_configs(user)
+    before, deploys = server_configs(user), xpk_creates(user)
     rec = up_then_sigkill_while_xpk_runs(user)
     out = rltui(user, "up", "--yes")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -120,6 +128,7 @@ def test_up_killed_while_xpk_runs_is_resumed_by_the_next_up_without_a_second_xpk
     assert not is_live(rec), "it finished by itself"
     assert user["xpk"].read() == rec, "no other xpk was started"
     assert server_configs(user) - before == 2, "exactly one `xpk cluster create` asked the cloud"
+    assert xpk_creates(user) - deploys == 1, "one xpk create in the sandbox's record"
     status = json.loads(rltui(user, "status", "--json").stdout)
     states = {(r["kind"], r["name"]): r["state"] for r in status["resources"]}
     assert states[("GKE cluster", CLUSTER)] == "running"
