@@ -12,9 +12,11 @@ RERUNS times: what must hold is the end state, never a duplicate.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,7 +33,8 @@ _rng = random.Random(SEED)
 UP_KILLS = [round(_rng.uniform(0.5, UP_S), 2) for _ in range(10)]
 DOWN_KILLS = [round(_rng.uniform(0.5, DOWN_S), 2) for _ in range(5)]
 RERUNS = 3
-KEEP_LUSTRE, KEEP_NETWORK = "not-rltuis-lustre", "not-rltuis-net"
+KEEP_LUSTRE, KEEP_NETWORK, KEEP_RANGE = "not-rltuis-lustre", "not-rltuis-net", "not-rltuis-range"
+KEEP_APIS = ["compute.googleapis.com", "servicenetworking.googleapis.com", "lustre.googleapis.com"]
 
 
 @pytest.fixture(scope="module")
@@ -72,17 +75,49 @@ def _retrying(call, what: str, attempts: int = 8):
     raise AssertionError(what)
 
 
-def _keep_resources(user: User, status) -> None:
-    """A network and a Lustre instance in the project that rltui did not create."""
-    from google.cloud import compute_v1, lustre_v1
+def _gcloud_once(user: User, done: list[str], make: list[str]) -> None:
+    """Run `make` until `done` (a describe or list) shows it there: the injected faults hit the
+    test's own calls too, and a retried create must not trip on its own first success."""
+    for _ in range(8):
+        seen = subprocess.run(["gcloud", *done, f"--project={user.project}", "--format=json"],
+                              env=user.tool_env(), capture_output=True, text=True, timeout=120)
+        if seen.returncode == 0 and json.loads(seen.stdout or "null"):
+            return
+        subprocess.run(["gcloud", *make, f"--project={user.project}", "--quiet"], env=user.tool_env(),
+                       capture_output=True, text=True, timeout=300)
+        time.sleep(0.5)
+    raise AssertionError(f"gcloud {' '.join(make)} never took")
 
-    _, lustre, networks, _ = _clients(status)
-    net = compute_v1.Network(name=KEEP_NETWORK, auto_create_subnetworks=False)
-    _retrying(lambda: networks.insert(project=user.project, network_resource=net).result(), "network")
-    inst = lustre_v1.Instance(capacity_gib=18000, network=f"projects/{user.project}/global/networks/{KEEP_NETWORK}",
-                              filesystem="keep", per_unit_storage_throughput=125)
-    _retrying(lambda: lustre.create_instance(parent=f"projects/{user.project}/locations/{ZONE}",
-                                             instance_id=KEEP_LUSTRE, instance=inst).result(timeout=120), "lustre")
+
+def _keep_resources(user: User, status) -> None:
+    """A network with private services access and a Lustre instance in the project that rltui
+    did not create (the Lustre API refuses a network without that access)."""
+    from google.cloud import lustre_v1
+
+    _gcloud_once(user, ["services", "list", "--enabled", f"--filter=config.name={KEEP_APIS[-1]}"],
+                 ["services", "enable", *KEEP_APIS])
+    _gcloud_once(user, ["compute", "networks", "describe", KEEP_NETWORK],
+                 ["compute", "networks", "create", KEEP_NETWORK, "--subnet-mode=custom"])
+    _gcloud_once(user, ["compute", "addresses", "describe", KEEP_RANGE, "--global"],
+                 ["compute", "addresses", "create", KEEP_RANGE, "--global", "--purpose=VPC_PEERING",
+                  "--prefix-length=24", f"--network={KEEP_NETWORK}"])
+    _gcloud_once(user, ["services", "vpc-peerings", "list", f"--network={KEEP_NETWORK}"],
+                 ["services", "vpc-peerings", "connect", "--service=servicenetworking.googleapis.com",
+                  f"--ranges={KEEP_RANGE}", f"--network={KEEP_NETWORK}"])
+    _, lustre, _, _ = _clients(status)
+    inst = lustre_v1.Instance(capacity_gib=9000, network=f"projects/{user.project}/global/networks/{KEEP_NETWORK}",
+                              filesystem="keep", per_unit_storage_throughput=1000)
+    parent = f"projects/{user.project}/locations/{ZONE}"
+
+    def create() -> None:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            lustre.get_instance(name=f"{parent}/instances/{KEEP_LUSTRE}")  # a lost answer made it
+        except NotFound:
+            lustre.create_instance(parent=parent, instance_id=KEEP_LUSTRE, instance=inst).result(timeout=120)
+
+    _retrying(create, "lustre")
 
 
 def _inventory(user: User, status) -> dict[str, list[str]]:
@@ -125,7 +160,7 @@ def _assert_one_of_each(user: User, status) -> None:
     found = _inventory(user, status)
     assert found["clusters"] == [CLUSTER], found
     assert sorted(found["lustre"]) == sorted(["rl-demo-gpu-lustre", KEEP_LUSTRE]), found
-    assert len(found["addresses"]) == 1, found
+    assert KEEP_RANGE in found["addresses"] and len(found["addresses"]) == 2, found  # ours and the kept one
     for kind in ("rayclusters", "persistentvolumes", "persistentvolumeclaims", "secrets"):
         assert len(found[kind]) == 1, (kind, found)
     assert len(operations(status, "gke.create_cluster", user.project)) == 1
@@ -134,9 +169,10 @@ def _assert_one_of_each(user: User, status) -> None:
 
 def _assert_nothing_left(user: User, status) -> None:
     found = _inventory(user, status)
-    assert found["clusters"] == [] and found["addresses"] == [], found
+    assert found["clusters"] == [] and found["addresses"] == [KEEP_RANGE], found
     assert found["lustre"] == [KEEP_LUSTRE], found
-    assert found["networks"] == [KEEP_NETWORK], found
+    # `default` is Google's own, made when the Compute Engine API is enabled in a new project.
+    assert sorted(found["networks"]) == sorted(["default", KEEP_NETWORK]), found
     left = [r for r in user.status_json()["resources"] if r["state"] != "absent" and (r["owned"] or r.get("leak"))]
     assert left == [], left
 
