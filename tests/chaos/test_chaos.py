@@ -132,8 +132,13 @@ def _inventory(user: User, status) -> dict[str, list[str]]:
     }
     if found["clusters"]:
         for kind in ("rayclusters", "persistentvolumes", "persistentvolumeclaims", "secrets"):
-            out = user.kubectl("get", kind, "-l", "app.kubernetes.io/managed-by=rltui", "-o", "name")
-            found[kind] = out.stdout.split()
+            def listed(kind: str = kind) -> list[str]:
+                out = user.kubectl("get", kind, "-l", "app.kubernetes.io/managed-by=rltui", "-o", "name")
+                if out.returncode != 0:  # the sandbox's Kubernetes API fails some calls too
+                    raise RuntimeError(out.stderr)
+                return out.stdout.split()
+
+            found[kind] = _retrying(listed, kind)
     return found
 
 
