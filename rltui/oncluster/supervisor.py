@@ -69,6 +69,23 @@ class Trouble(Exception):
     """Something did not answer as it should this time (network, 5xx): look again next poll."""
 
 
+def fetch_json(req: urllib.request.Request, what: str, tls: ssl.SSLContext | None = None) -> dict[str, Any] | None:
+    """The answer's JSON object, None for a 404 (absent, as the API says it), else Trouble."""
+    try:
+        with urllib.request.urlopen(req, context=tls, timeout=30) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise Trouble(f"{what}: HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:
+        raise Trouble(f"{what}: {exc}") from None
+    try:
+        return dict(json.loads(raw)) if raw.strip() else {}
+    except ValueError as exc:
+        raise Trouble(f"{what}: not JSON ({exc})") from None
+
+
 # ---- the Kubernetes API, as an in-cluster client -------------------------------------------------
 
 
@@ -95,16 +112,7 @@ class Kube:
         if body is not None:
             data, headers["Content-Type"] = json.dumps(body).encode(), content_type
         req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, context=self.tls, timeout=30) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise Trouble(f"{method} {path}: HTTP {exc.code}") from None
-        except (OSError, ValueError) as exc:
-            raise Trouble(f"{method} {path}: {exc}") from None
-        return json.loads(raw) if raw.strip() else {}
+        return fetch_json(req, f"{method} {path}", self.tls)
 
     def configmap(self, name: str) -> dict[str, Any] | None:
         return self.request("GET", f"/api/v1/namespaces/{self.ns}/configmaps/{name}")
@@ -135,15 +143,7 @@ class Ray:
         self.address = address.rstrip("/")
 
     def _get(self, path: str) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(self.address + path, timeout=30) as resp:
-                return dict(json.loads(resp.read()))
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise Trouble(f"Ray job API {path}: HTTP {exc.code}") from None
-        except (OSError, ValueError) as exc:
-            raise Trouble(f"Ray job API {path}: {exc}") from None
+        return fetch_json(urllib.request.Request(self.address + path), f"Ray job API {path}")
 
     def answers(self) -> bool:
         try:

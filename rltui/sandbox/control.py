@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from aiohttp import web
 from google.cloud import container_v1
@@ -190,10 +191,7 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
                 f"Error: Cluster Toolkit deployment of {cluster} failed after its networks were created "
                 f"(sandbox fault injection, {ctx.faults!r}); run the same command again to resume")
 
-    # In the record as one operation per gcluster deploy, so a test can count xpk creates.
-    rec = ctx.world.record.start("xpk.create", f"projects/{project}/locations/{zone}/clusters/{cluster}")
-    error: str | None = "cancelled: xpk went away"
-    try:
+    with _recorded(ctx, "xpk.create", project, zone, cluster):
         created = await ctx.world.xpk_cluster_create(
             project, zone, cluster, num_nodes=int(args.get("num_nodes", 2)),
             device_type=_str(args, "device_type"), spot=bool(args.get("spot")),
@@ -201,12 +199,6 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
             default_pool_cpu_num_nodes=int(args.get("default_pool_cpu_num_nodes") or 6),
             deployment=args.get("deployment") or "", gke_version=str(args.get("gke_version") or ""),
             progress=progress)
-        error = None
-    except CloudError as exc:
-        error = exc.message
-        raise
-    finally:
-        ctx.world.record.end(rec, error)
     return {"name": created.name, "status": container_v1.Cluster.Status(created.status).name}
 
 
@@ -214,14 +206,21 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
 async def _xpk_delete(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
     # gcluster destroy: the cluster, then the blueprint's firewall rules and networks.
     project, zone, cluster = _str(args, "project"), _str(args, "zone"), _str(args, "cluster")
-    rec = ctx.world.record.start("xpk.delete", f"projects/{project}/locations/{zone}/clusters/{cluster}")
+    with _recorded(ctx, "xpk.delete", project, zone, cluster):
+        await ctx.world.xpk_cluster_delete(project, zone, cluster, delete_networks=True, progress=say)
+    return None
+
+
+@contextlib.contextmanager
+def _recorded(ctx: _Ctx, kind: str, project: str, zone: str, cluster: str) -> Iterator[None]:
+    """A gcluster deploy or destroy as one operation of the sandbox's record (tests count them)."""
+    rec = ctx.world.record.start(kind, f"projects/{project}/locations/{zone}/clusters/{cluster}")
     error: str | None = "cancelled: xpk went away"
     try:
-        await ctx.world.xpk_cluster_delete(project, zone, cluster, delete_networks=True, progress=say)
+        yield
         error = None
     except CloudError as exc:
         error = exc.message
         raise
     finally:
         ctx.world.record.end(rec, error)
-    return None

@@ -183,8 +183,12 @@ class HeadPods(ClusterFiles):
             if temp.is_relative_to(self.state_dir.absolute()):
                 await asyncio.to_thread(shutil.rmtree, temp, True)
 
+    def _child_pids(self) -> set[int]:
+        """The local processes this controller started (ProcessPods adds its containers')."""
+        return set(self._live_heads)
+
     def _report_children(self) -> None:
-        pids = sorted(self._live_heads)
+        pids = sorted(self._child_pids())
         if pids != self._reported:
             self._reported = pids
             if self.on_children is not None:

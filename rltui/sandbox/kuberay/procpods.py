@@ -355,16 +355,9 @@ class ProcessPods:
         if folder.is_relative_to(self.state_dir.absolute()) and folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
 
-    def _report_children(self) -> None:
-        """on_children hears the Ray heads' PIDs and the processes' (replaces HeadPods')."""
-        pids = sorted({*self._live_heads, *(p.pid for p in self._procs.values())})
-        if pids != self._reported:
-            self._reported = pids
-            if self.on_children is not None:
-                try:
-                    self.on_children(pids)
-                except Exception:
-                    log.exception("kuberay: on_children failed")
+    def _child_pids(self) -> set[int]:
+        """on_children hears the Ray heads' PIDs and the processes' (HeadPods._report_children)."""
+        return {*self._live_heads, *(p.pid for p in self._procs.values())}
 
     @property
     def process_pids(self) -> dict[str, int]:
