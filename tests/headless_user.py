@@ -153,6 +153,7 @@ def preempted_run_recovers(user: User) -> None:
     data = user.status_json()
     job = data["job"]
     assert job["status"] == "SUCCEEDED" and (job["step"], job["total_steps"]) == (20, 20), job
+    assert len(job["attempts"]) == 2, json.dumps(final, indent=1)[-4000:]
     first, second = job["attempts"]
     assert first["id"] == job_id and second["id"] == job["id"] != job_id
     assert second["first_step"] > 1 and second["resumed_from_step"] >= 1

@@ -168,12 +168,15 @@ class Ray:
                 if name.endswith(".sh"):
                     path.chmod(0o700)
             runtime_env = dict(spec.get("runtime_env") or {}, working_dir=folder)
-            client = JobSubmissionClient(self.address)
-            existing = {j.submission_id for j in client.list_jobs()}
-            if job_id in existing:
-                return  # a submit whose answer was lost: it is there already
-            client.submit_job(entrypoint=spec["entrypoint"], runtime_env=runtime_env,
-                              submission_id=job_id, metadata=dict(spec.get("metadata") or {}))
+            try:
+                client = JobSubmissionClient(self.address)
+                existing = {j.submission_id for j in client.list_jobs()}
+                if job_id in existing:
+                    return  # a submit whose answer was lost: it is there already
+                client.submit_job(entrypoint=spec["entrypoint"], runtime_env=runtime_env,
+                                  submission_id=job_id, metadata=dict(spec.get("metadata") or {}))
+            except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, requests' errors
+                raise Trouble(f"submit {job_id}: {exc}") from None
 
 
 # ---- what the pods say -------------------------------------------------------------------------------
@@ -430,9 +433,11 @@ class Supervisor:
                    "status": "SUBMITTED", "reason": f"{state.get('message', '')} (at step {failed_step or '?'})",
                    "resumed_from_step": int(state.get("saved_step") or 0), "pods": pod_snapshot(pods)}
         state["attempts"].append(attempt)
-        self.save(state)  # the id is recorded before Ray has it: a restarted supervisor resubmits it
-        self.ray.submit(attempt["id"], spec, self.files)
         state["status"], state["message"] = "RUNNING", ""
+        # Recorded before Ray has it: if this submit is lost (or this process with it), the next
+        # look finds Ray without the attempt and submits the same id again, never a new attempt.
+        self.save(state)
+        self.ray.submit(attempt["id"], spec, self.files)
         log.info("submitted attempt %d as %s, resuming from step %s", n, attempt["id"],
                  attempt["resumed_from_step"])
 
@@ -458,6 +463,8 @@ def main(env: dict[str, str] | None = None) -> int:
                 status = now
         except Trouble as exc:
             log.info("will look again: %s", exc)
+        except Exception:  # noqa: BLE001 - a bug must not crash-loop the pod: say it, look again
+            log.exception("look failed")
         time.sleep(float(env.get("RLTUI_POLL_S") or sup.poll_s))
 
 
