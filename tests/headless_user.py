@@ -155,6 +155,8 @@ def preempted_run_recovers(user: User) -> None:
     assert job["status"] == "SUCCEEDED" and (job["step"], job["total_steps"]) == (20, 20), job
     assert len(job["attempts"]) == 2, json.dumps(final, indent=1)[-4000:]
     first, second = job["attempts"]
+    print(f"recovery: {job.get('recovery')}; lost {first['lost_steps']} steps; first step of attempt 2:"
+          f" {second['first_step']}; recover_s {second['recover_s']}")
     assert first["id"] == job_id and second["id"] == job["id"] != job_id
     assert second["first_step"] > 1 and second["resumed_from_step"] >= 1
     assert second["first_step"] == second["resumed_from_step"] + 1
