@@ -123,7 +123,9 @@ def test_in_a_real_terminal_quitting_with_xpk_running_prints_no_traceback(sandbo
         screen_with("re-attached to xpk")
         screen_with("re-attaching to xpk cluster create", timeout=60)
         tmux("send-keys", "-t", name, "C-q")
-        screen_with("keeps running in the background")
+        # The toast's title: its message ("... keeps running in the background: quit ...") wraps
+        # inside the toast wherever the PID and time put the line ends.
+        screen_with("Quit?")
         tmux("send-keys", "-t", name, "C-q")
         deadline = time.monotonic() + 15
         while tmux("display-message", "-p", "-t", name, "#{pane_dead}").strip() != "1":
