@@ -120,20 +120,12 @@ def authorize(store: Any, attrs: Attributes) -> tuple[bool, str]:
         return True, 'RBAC: allowed by ClusterRoleBinding "system:basic-user" of ClusterRole ' \
                      '"system:basic-user" to Group "system:authenticated"'
     errors: list[str] = []
-    for binding in store.list_sync("clusterrolebindings"):
-        for subject in binding.get("subjects") or []:
-            if not _applies(subject, attrs.user, ""):
-                continue
-            rules, error = _role_rules(store, binding.get("roleRef") or {}, "")
-            if error:
-                errors.append(error)
-            if any(rule_allows(r, attrs) for r in rules):
-                ref = binding["roleRef"]
-                return True, (f'RBAC: allowed by ClusterRoleBinding "{binding["metadata"]["name"]}" of '
-                              f'{ref["kind"]} "{ref["name"]}" to {_subject(subject, "")}')
+    # ClusterRoleBindings, then the request namespace's RoleBindings (VisitRulesFor's order).
+    scopes = [("ClusterRoleBinding", store.list_sync("clusterrolebindings"), "")]
     if attrs.namespace:
-        for binding in store.list_sync("rolebindings", attrs.namespace):
-            ns = binding["metadata"]["namespace"]
+        scopes.append(("RoleBinding", store.list_sync("rolebindings", attrs.namespace), attrs.namespace))
+    for kind, bindings, ns in scopes:
+        for binding in bindings:
             for subject in binding.get("subjects") or []:
                 if not _applies(subject, attrs.user, ns):
                     continue
@@ -141,9 +133,9 @@ def authorize(store: Any, attrs: Attributes) -> tuple[bool, str]:
                 if error:
                     errors.append(error)
                 if any(rule_allows(r, attrs) for r in rules):
-                    ref = binding["roleRef"]
-                    return True, (f'RBAC: allowed by RoleBinding "{binding["metadata"]["name"]}/{ns}" of '
-                                  f'{ref["kind"]} "{ref["name"]}" to {_subject(subject, ns)}')
+                    ref, name = binding["roleRef"], binding["metadata"]["name"] + (f"/{ns}" if ns else "")
+                    return True, (f'RBAC: allowed by {kind} "{name}" of {ref["kind"]} "{ref["name"]}" to '
+                                  f'{_subject(subject, ns)}')
     if not errors:
         return False, ""
     return False, "RBAC: " + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
