@@ -106,9 +106,12 @@ class JobStrip(Widget):
                 text.append(f" ({s['reward_delta']:+.3f})")
         if s["step_time_s"] is not None:
             text.append(f"  {s['step_time_s']:.1f}", style="bold").append(" s/step", style=label)
-        if s["recovery"]:
-            text.append("  ").append(str(s["recovery"]), style=self.get_component_rich_style("strip--busy"))
         trends = []
+        if s["recovery"]:  # first on the second line: at 80 columns the first one is full already
+            recovery = str(s["recovery"])
+            if len(recovery) > self.size.width:  # 43 columns at 80x24: drop the word "step"
+                recovery = recovery.replace("at step ", "at ").replace("from step ", "from ")
+            trends.append(Text(recovery, style=self.get_component_rich_style("strip--busy")))
         if s["rewards"]:
             trends.append(Text("reward ", style=label).append(sparkline(s["rewards"])))
         if s["step_times"]:

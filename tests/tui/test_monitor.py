@@ -308,3 +308,23 @@ async def test_the_palette_reaches_search_and_follow(wizard_app):
         await pilot.press("ctrl+p", *"newest", "enter")
         await pilot.pause()
         assert log.following and log.scroll_y == log.max_scroll_y
+
+
+async def test_the_strip_shows_the_newest_recovery_whole_at_80x24_and_120x40(wizard_app):
+    """The supervisor's word on a recovery is readable whole beside steps, reward and s/step,
+    also where the strip is 43 columns wide (80x24)."""
+    for size, line in (((80, 24), "preempted at 9, resumed from 8 in 3:10"),
+                       ((120, 40), "preempted at step 9, resumed from step 8 in 3:10")):
+        app = wizard_app(S.HEADER)
+        async with app.run_test(size=size) as pilot:
+            await open_monitor(app, pilot)
+            publish_all(app)
+            app.bus.job_status.publish({"id": S.JOB_ID, "status": "RUNNING",
+                                        "recovery": "preempted at step 9, resumed from step 8 in 3:10"})
+            await pilot.pause()
+            await pilot.pause()
+            strip = app.screen.query_one(JobStrip)
+            rows = strip.render().split("\n")
+            assert "s/step" in rows[0].plain, rows[0].plain
+            where = next(r.plain for r in rows if line in r.plain)
+            assert where.index(line) + len(line) <= strip.size.width, (size, strip.size.width, where)
