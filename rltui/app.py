@@ -380,7 +380,10 @@ class RLTuiApp(App):
     @work(exclusive=True, group="run", exit_on_error=False)
     async def poll_run(self) -> None:
         """The supervisor's record of the run (attempts, RECOVERING, the newest recovery), until
-        it is final; polls never overlap."""
+        it is final; polls never overlap. A job without a supervisor has no record to poll (its
+        status comes from the log follower), so nothing is asked for it."""
+        if not self.session.last_job_supervised():
+            return
         while True:
             try:
                 summary = await self.session.job_summary()

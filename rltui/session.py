@@ -199,6 +199,13 @@ class Session:
 
         return last_job_id(self.context())
 
+    def last_job_supervised(self) -> bool:
+        """Whether the newest job has a supervisor on the cluster (a local record: no call)."""
+        from .plan.jobs import job_records
+
+        jobs = job_records(self.context())
+        return bool(jobs) and jobs[-1].supervised
+
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
         from .plan.jobs import Refused, follow_logs
 
