@@ -325,6 +325,11 @@ async def test_a_real_runner_drives_the_screen(wizard_app, frozen_clock):
         assert "blocked: Lustre failed" in next(r for r in rows if "RayCluster" in r)
         # the selection followed the run to the failure: its output and its message
         assert screen.query_one(StepsView).selected == "lustre"
+        # The output pane follows the selection a frame or more later (a loaded machine: more).
+        for _ in range(50):
+            if _log(screen) == ["lustre: line 0", "lustre: line 1", "lustre: line 2"]:
+                break
+            await pilot.pause(0.1)
         assert _log(screen) == ["lustre: line 0", "lustre: line 1", "lustre: line 2"]
         assert "quota exceeded" in str(screen.query_one("#output-title", Static).content)
         assert str(screen.query_one("#run", Button).label) == "Retry (ctrl+r)"
