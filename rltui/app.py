@@ -218,6 +218,7 @@ class RLTuiApp(App):
         self.publish_plan()
         self.run_preflight()
         self.refresh_inventory()
+        self.probe_plan()
         self._resume_background()
 
     def _resume_background(self) -> None:
@@ -270,7 +271,7 @@ class RLTuiApp(App):
             return
         from .plan.view import plan_view
 
-        self.bus.plan.publish(plan_view(self.session.runner()))
+        self.bus.plan.publish(plan_view(self.session.runner(), self.session.endpoints.time_scale))
 
     def _on_run_event(self, event: Any) -> None:
         self.bus.run_event.publish(event)
@@ -306,6 +307,16 @@ class RLTuiApp(App):
                     (self.bus.job_status.last or {}).get("status") not in ("SUCCEEDED", "FAILED", "STOPPED"):
                 self.follow_logs()
 
+    @work(exclusive=True, group="probe", exit_on_error=False)
+    async def probe_plan(self) -> None:
+        """The plan's states from the cloud's answers (reopened mid-provision, Provision shows
+        what exists as done without a key press); never during a run, whose states are newer."""
+        if self.session.cfg is None or self._busy("provision", "teardown"):
+            return
+        await self.session.probe_plan()
+        if not self._busy("provision", "teardown"):
+            self.publish_plan()
+
     def _busy(self, *groups: str) -> bool:
         return any(w.group in groups and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
                    for w in self.workers)
@@ -329,6 +340,7 @@ class RLTuiApp(App):
         result = await self.session.up(self._on_run_event, targets)
         self.bus.run_result.publish(result)
         self.publish_plan()
+        self.run_preflight()   # Start: APIs enabled, credentials written, by this run
         if result.ok:
             self.notify("RayCluster ready; the dashboard answers", title="Provision")
             self.refresh_inventory()
@@ -340,13 +352,29 @@ class RLTuiApp(App):
         self.bus.run_result.publish(result)
         self.publish_plan()
         self.refresh_inventory()
+        self.run_preflight()
+        if result.states.get("raycluster") is not None and \
+                result.states["raycluster"].value in ("destroyed", "absent"):
+            self.reset_job(None)   # its jobs went with the RayCluster
+
+    def reset_job(self, job_id: str | None) -> None:
+        """A new job (or none, after teardown): the old one's log, steps and saves leave every
+        screen. Streams forget their history so a screen built later does not replay them."""
+        for name in ("logs", "run"):
+            for worker in self.workers:
+                if worker.group == name:
+                    worker.cancel()
+        self._log_buffer = []
+        for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
+            topic.history.clear()
+        self.set_header(job="PENDING" if job_id else "")
+        self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else ""})
 
     @work(exclusive=True, group="job", exit_on_error=False)
     async def submit_job(self, resume: bool = False) -> None:
         job_id = await self.session.submit(resume)
         self.notify(f"submitted {job_id}", title="Job")
-        self.bus.job_status.publish({"id": job_id, "status": "PENDING"})
-        self.set_header(job="PENDING")
+        self.reset_job(job_id)
         self.follow_logs()
 
     @work(exclusive=True, group="logs", exit_on_error=False)

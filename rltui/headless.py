@@ -11,13 +11,14 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
-from .plan.jobs import Refused, follow_logs, job_logs, job_summary, stop_jobs, submit_job
+from .plan.jobs import (Refused, follow_logs, job_logs, job_summary, retire_jobs, stop_jobs,
+                        submit_job)
 from .plan.view import fmt_s
 
 if TYPE_CHECKING:
@@ -172,6 +173,11 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
 
 # --- down -------------------------------------------------------------------------------------
 
+def _state_of(result: Any, step: str) -> str | None:
+    state = result.states.get(step)
+    return None if state is None else str(state.value)
+
+
 async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
                out: Callable[[str], None] = print) -> int:
     from .plan.inventory import collect
@@ -199,6 +205,7 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
         await ctx.close()
         runner = make_runner(ctx, EventPrinter(out, verbose))
         result = await runner.down()
+        retire_jobs(ctx, _state_of(result, "raycluster"))
         after = await collect(ctx)
     finally:
         await ctx.close()

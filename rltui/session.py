@@ -153,9 +153,19 @@ class Session:
         from .plan.background import stop_background
         from .plan.jobs import stop_jobs
 
+        from .plan.jobs import retire_jobs
+
         await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
-        return await self.runner(listener).down()
+        result = await self.runner(listener).down()
+        state = result.states.get("raycluster")
+        retire_jobs(self.context(), None if state is None else state.value)
+        return result
+
+    async def probe_plan(self) -> None:
+        """Ask the cloud which steps' objects exist (no change made): the plan's states as of
+        now, for a screen opened on an earlier deployment."""
+        await self.runner().probe_all()
 
     def background(self) -> Background | None:
         """The detached xpk still running for this config (it outlives the wizard), or None.

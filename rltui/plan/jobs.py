@@ -53,6 +53,26 @@ def last_job_id(ctx: Context) -> str | None:
     return jobs[-1].id if jobs else None
 
 
+def retire_jobs(ctx: Context, raycluster_state: str | None) -> bool:
+    """After a teardown that removed the RayCluster (deleted, or found absent), its jobs went
+    with it: move their records aside (kept under runs/, for comparing runs later), so no face
+    shows a deleted cluster's job as the current one. True when records were moved."""
+    if raycluster_state not in ("destroyed", "absent"):
+        return False
+    src = _jobs_file(ctx)
+    if not src.exists():
+        return False
+    runs = ctx.run_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    dest, n = runs / f"jobs-{stamp}.json", 1
+    while dest.exists():
+        n += 1
+        dest = runs / f"jobs-{stamp}-{n}.json"
+    src.replace(dest)
+    return True
+
+
 def checkpoint_dir_for(cfg: RLConfig, jobs: list[JobRecord], resume: bool) -> tuple[str, str]:
     """(the folder, a line saying why): resume continues the newest job's folder; a new run
     gets a folder no earlier job used, so it never silently resumes an old one."""

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Itera
 
 from rltui.backoff import delay_s
 from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
-from rltui.plan.step import PermanentError, Step, StepOutput, StepState, TransientError
+from rltui.plan.graph import closure as _closure, destroy_needs as _destroy_needs, topo as _topo, validate as _validate
+from rltui.plan.step import PermanentError, Probe, Step, StepOutput, StepState, TransientError
 
 if TYPE_CHECKING:
     from rltui.plan.context import Context
@@ -179,6 +180,60 @@ class Runner:
     async def down(self, targets: set[str] | None = None) -> RunResult:
         return await self._run("down", targets)
 
+    async def probe_all(self, timeout_s: float = 8.0) -> dict[str, StepState]:
+        """Ask the cloud what exists, without creating or deleting anything: what a screen shows
+        on open (reopened after a quit, the plan must not read "pending" for what is there).
+        Each step's own probe runs concurrently, bounded by `timeout_s`; a probe that cannot
+        answer yet (its cluster does not exist, say) leaves the step pending with the reason.
+        Not while a run is going: that run's states are fresher than any probe."""
+        if self._busy:
+            return {n: t.state for n, t in self._tracks.items()}
+
+        async def one(name: str) -> tuple[str, Probe | BaseException]:
+            try:
+                return name, await asyncio.wait_for(self._steps[name].probe(self._ctx), timeout_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a probe that cannot answer: not known yet
+                return name, exc
+
+        answers = dict(await asyncio.gather(*(one(n) for n in self._order)))
+        if self.busy:       # a run started while we asked: its states win
+            return {n: t.state for n, t in self._tracks.items()}
+        self._mode, self._plan = "up", list(self._order)
+        self._tracks = {n: _Track(s) for n, s in self._steps.items()}
+        for name, answer in answers.items():
+            tr = self._tracks[name]
+            if isinstance(answer, BaseException):
+                tr.message = f"not known yet: {_describe(answer)}"
+            elif answer.exists and answer.ready:
+                tr.state, tr.message = S.EXISTED, answer.detail or "already there"
+                tr.progress = 1.0
+            elif answer.exists:
+                tr.message = f"exists, not ready yet: {answer.detail}" if answer.detail else \
+                    "exists, not ready yet"
+            else:
+                tr.message = answer.detail or "not there yet"
+            self._emit(tr, "state")
+        # A connection step has nothing in the cloud to find: it is "there" once it connects
+        # (what a watching screen does anyway), after the steps it needs were found.
+        for name in _topo(self._order, self._deps["up"]):
+            step, tr = self._steps[name], self._tracks[name]
+            if not step.connects or self.busy or \
+                    any(self._tracks[d].state is not S.EXISTED for d in step.needs):
+                continue
+            out = StepOutput(keep=1)
+            try:
+                await asyncio.wait_for(step.apply(self._ctx, out), timeout_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - shown as not connected yet
+                tr.message = f"not connected yet: {_describe(exc)}"
+            else:
+                tr.state, tr.message, tr.progress = S.EXISTED, out.last_note or "connected", 1.0
+            self._emit(tr, "state")
+        return {n: t.state for n, t in self._tracks.items()}
+
     # ---- the run ----------------------------------------------------------------------
     async def _run(self, mode: str, targets: set[str] | None) -> RunResult:
         if self._busy:
@@ -296,7 +351,7 @@ class Runner:
         self._set_state(tr, S.RUNNING, "checking what exists")
         probe = await tr.step.probe(self._ctx)
         out.probe = probe
-        if probe.exists and probe.ready:
+        if probe.exists and probe.ready and not probe.reapply:
             return (S.DONE if tr.applied else S.EXISTED), (probe.detail or "already there")
         doing = (f"exists, not ready yet: {probe.detail}" if probe.exists
                  else probe.detail or "creating")
@@ -502,87 +557,6 @@ class Runner:
             ran = now - (tr.active_since if tr.active_since is not None else now)
             return max(expected - ran, OVERRUN_FLOOR * expected)
         return expected
-
-
-# ---- graph helpers --------------------------------------------------------------------
-def _destroy_needs(step: Step, steps: list[Step]) -> tuple[str, ...]:
-    if step.destroy_needs is not None:
-        return tuple(step.destroy_needs)
-    return tuple(s.name for s in steps if step.name in s.needs)
-
-
-def _validate(steps: list[Step], deps: dict[str, dict[str, tuple[str, ...]]]) -> None:
-    names = [s.name for s in steps]
-    if any(not n for n in names):
-        raise ValueError(f"a step has no name: {[type(s).__name__ for s in steps if not s.name]}")
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"duplicate step names: {', '.join(dupes)}")
-    for s in steps:
-        for field_name, wanted in (("needs", s.needs), ("destroy_needs", s.destroy_needs or ()),
-                                   ("destroy_after", s.destroy_after)):
-            unknown = [w for w in wanted if w not in deps["up"]]
-            if unknown:
-                raise ValueError(f"step {s.name} {field_name} unknown step(s): "
-                                 f"{', '.join(unknown)}")
-    for mode, graph in deps.items():
-        cycle = _find_cycle(names, graph)
-        if cycle:
-            raise ValueError(f"the {mode} graph has a cycle: {' -> '.join(cycle)}")
-
-
-def _find_cycle(names: list[str], graph: dict[str, tuple[str, ...]]) -> list[str] | None:
-    colour = dict.fromkeys(names, 0)   # 0 new, 1 on the stack, 2 done
-
-    def visit(n: str, stack: list[str]) -> list[str] | None:
-        colour[n] = 1
-        stack.append(n)
-        for d in graph[n]:
-            if colour[d] == 1:
-                return stack[stack.index(d):] + [d]
-            if colour[d] == 0:
-                found = visit(d, stack)
-                if found:
-                    return found
-        stack.pop()
-        colour[n] = 2
-        return None
-
-    for n in names:
-        if colour[n] == 0:
-            found = visit(n, [])
-            if found:
-                return found
-    return None
-
-
-def _closure(targets: Iterable[str], deps: dict[str, tuple[str, ...]]) -> set[str]:
-    seen: set[str] = set()
-    stack = list(targets)
-    while stack:
-        n = stack.pop()
-        if n not in seen:
-            seen.add(n)
-            stack.extend(deps[n])
-    return seen
-
-
-def _topo(names: list[str], deps: dict[str, tuple[str, ...]]) -> list[str]:
-    """`names` ordered so each comes after its deps (deps outside `names` are ignored)."""
-    inside, out, seen = set(names), [], set()
-
-    def visit(n: str) -> None:
-        if n in seen:
-            return
-        seen.add(n)
-        for d in deps[n]:
-            if d in inside:
-                visit(d)
-        out.append(n)
-
-    for n in names:
-        visit(n)
-    return out
 
 
 def _describe(exc: BaseException) -> str:

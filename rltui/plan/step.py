@@ -47,6 +47,7 @@ class Probe:
     exists: bool
     ready: bool = True
     detail: str = ""
+    reapply: bool = False   # there and usable, yet every run applies it again (the Secret)
 
 
 class TransientError(Exception):
@@ -127,6 +128,7 @@ class Step:
     locks: tuple[str, ...] = ()                      # e.g. ("gke:PROJECT/CLUSTER",)
     expected_s: float = 0.0                          # reference duration, real seconds
     destroy_expected_s: float | None = None          # default: expected_s
+    connects: bool = False   # a local connection (kubeconfig, port-forward): nothing in the cloud
     destroy_needs: tuple[str, ...] | None = None     # default: every step that needs this one
     destroyable: bool = True                         # False: down leaves it (enabled APIs)
     # Down: steps to let finish first, whatever their outcome (a failure does not block this).

@@ -352,6 +352,7 @@ class AddonsStep(ContextStep):
 
 class CredentialsStep(ContextStep):
     name, title = "credentials", "Cluster credentials"
+    connects = True
     needs = ("xpk_cluster",)
     expected_key = "k8s_apply"
     destroyable = False

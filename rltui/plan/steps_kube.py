@@ -28,7 +28,7 @@ class SecretStep(ContextStep):
         # Values are never read back: re-applying (a no-op when unchanged) keeps a changed
         # token current without rltui ever comparing or showing it.
         keys = sorted((current.get("data") or {}))
-        return Probe(exists=True, ready=False, detail=f"keys {', '.join(keys)}")
+        return Probe(exists=True, ready=True, reapply=True, detail=f"keys {', '.join(keys)}")
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
@@ -157,6 +157,7 @@ class RayClusterStep(ContextStep):
 
 class DashboardStep(ContextStep):
     name, title = "dashboard", "Ray dashboard reachable"
+    connects = True
     needs = ("raycluster",)
     expected_key = "k8s_apply"
     destroyable = False

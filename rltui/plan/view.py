@@ -21,8 +21,21 @@ class PlanView:
     critical_path: tuple[str, ...]  # step names, first to last
     eta_s: float | None             # seconds to a ready RayCluster; None when a failure blocks it
     running: bool
+    time_scale: float = 1.0         # real seconds per reference second (a sandbox runs faster)
 
 
-def plan_view(runner: Any) -> PlanView:
+def plan_view(runner: Any, time_scale: float = 1.0) -> PlanView:
     return PlanView(tuple(runner.snapshot()), tuple(runner.critical_path()), runner.eta_s(),
-                    bool(runner.busy))
+                    bool(runner.busy), time_scale)
+
+
+def on_gke(seconds: float | None, time_scale: float) -> str:
+    """What `seconds` of a sandbox running `time_scale` real seconds per reference second
+    stands for on GKE ("25 min"); "" against Google itself, where the time is the time."""
+    if seconds is None or time_scale >= 1.0 or time_scale <= 0:
+        return ""
+    ref = seconds / time_scale
+    if ref < 90:
+        return f"{round(ref)} s"
+    minutes = round(ref / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

@@ -20,7 +20,7 @@ from textual.widgets import Button, Log, Static
 
 from ..plan.runner import LINES_KEPT, RunEvent, RunResult, StepView
 from ..plan.step import StepState
-from ..plan.view import PlanView
+from ..plan.view import PlanView, fmt_s, on_gke
 from ..widgets.steps import ACTIVE, StepsView, short_title
 from .base import WizardScreen
 
@@ -46,6 +46,9 @@ def critical_path_text(plan: PlanView, titles: dict[str, str], elapsed_s: float 
     path = " → ".join(short_title(titles.get(n, n)) for n in plan.critical_path)
     left = max(0.0, plan.eta_s - (elapsed_s if plan.running else 0.0))
     minutes = "under a minute" if left < 60 else f"about {math.ceil(left / 60)} min"
+    gke = on_gke(left, plan.time_scale)
+    if gke:
+        minutes += f" here (~{gke} on GKE)"
     if plan.running:
         when = f"ready in {minutes}"
     elif all(s is S.PENDING for s in states):
@@ -59,6 +62,8 @@ class ProvisionScreen(WizardScreen):
     MODE = "provision"
     TITLE = "Provision"
     AUTO_FOCUS = "#steps"
+    # Below 110 columns the output pane goes under the steps (rltui.tcss, provision).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     BINDINGS = [
         Binding("ctrl+r", "run", "run / retry", priority=True),
@@ -99,6 +104,29 @@ class ProvisionScreen(WizardScreen):
         self.set_interval(FLUSH_S, self._flush)
         self.set_interval(StepsView.TICK_S, self._tick)
         self._refresh_actions()
+
+    def on_screen_resume(self) -> None:
+        # Shown again: ask the cloud what exists (not during a run: its states are newer).
+        if self.plan is not None and not self.plan.running and self.wizard.session is not None:
+            self.wizard.probe_plan()
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """ctrl+o / ctrl+y: the selected step's output, then its equivalent command."""
+        steps = self.query_one(StepsView)
+        view = steps.view(steps.selected)
+        if view is None:
+            return None
+        lines = list(self._lines.get(view.name, ()))
+        lines += ["", "equivalent command:", view.command or "(nothing to run)"]
+        return f"{view.title}: output and equivalent command", lines
+
+    def copy_text(self) -> tuple[str, str] | None:
+        """ctrl+y here copies the selected step's equivalent command (what the codelab runs)."""
+        steps = self.query_one(StepsView)
+        view = steps.view(steps.selected)
+        if view is None or not view.command:
+            return None
+        return f"the equivalent command of {view.title}", view.command
 
     # --- data in ---
 
@@ -190,6 +218,12 @@ class ProvisionScreen(WizardScreen):
         status = "streaming" if view.state in ACTIVE else view.state.value
         attempt = f", attempt {view.attempts}" if view.attempts > 1 else ""
         head = f"{view.title}  ({status}{attempt})"
+        scale = self.plan.time_scale if self.plan is not None else 1.0
+        shown = view.elapsed_s if view.elapsed_s > 0 else view.expected_s
+        gke = on_gke(shown, scale)
+        if gke:
+            what = "took" if view.elapsed_s > 0 else "expected"
+            head += f"  {what} {fmt_s(shown)} here ~ {gke} on GKE"
         if view.message and view.state not in (*ACTIVE, S.DONE, S.DESTROYED):
             head += f"\n{view.message}"
         title.update(head)

@@ -7,6 +7,7 @@ resume watching it: quitting rltui never stops cloud operations.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable, Sequence
 
 from rich.console import Group
@@ -22,6 +23,7 @@ from ..widgets.chrome import HeaderInfo
 from .base import WizardScreen
 
 DEPLOYMENT_KINDS = ("RayCluster", "GKE cluster", "Lustre instance")
+STALE_S = 15.0   # shown again after this long: check again
 
 
 def deployment(resources: Sequence[Any]) -> list[Any]:
@@ -32,10 +34,12 @@ def deployment(resources: Sequence[Any]) -> list[Any]:
 class StartScreen(WizardScreen):
     MODE = "start"
     TITLE = "Start"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
-    # No input on this screen: plain letters are safe here.
+    # No input on this screen: plain letters are safe here. ctrl+u asks the cloud again, as on
+    # every screen that shows its state.
     BINDINGS = [
-        Binding("r", "recheck", "re-check"),
+        Binding("ctrl+u", "recheck", "check again"),
         Binding("c", "configure", "configure"),
         Binding("w", "resume", "resume watching"),
     ]
@@ -47,6 +51,7 @@ class StartScreen(WizardScreen):
         self._resources: list[Any] | None = None
         self._intro = Text()
         self._env_line: Text | None = None
+        self._checked_at = time.monotonic()
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="start-body"):
@@ -58,7 +63,7 @@ class StartScreen(WizardScreen):
             yield Static(id="start-deployment-title", classes="section-title")
             yield Static(id="start-deployment")
         with Horizontal(id="start-actions"):
-            yield Button("Re-check  r", id="start-recheck", action="screen.recheck", compact=True)
+            yield Button("Check again  ctrl+u", id="start-recheck", action="screen.recheck", compact=True)
             yield Button("Resume watching  w", id="start-resume", action="screen.resume",
                          compact=True, variant="success")
             yield Button("Next: Configure  c", id="start-configure", action="screen.configure",
@@ -78,10 +83,16 @@ class StartScreen(WizardScreen):
     def system_commands(self) -> Iterable[SystemCommand]:
         """This screen's actions for the command palette."""
         yield SystemCommand("Start: check again", "Re-run the preflight checks and look for a"
-                            " deployment (r)", self.action_recheck)
+                            " deployment (ctrl+u)", self.action_recheck)
         if self._resumable():
             yield SystemCommand("Start: resume watching", "Follow the existing deployment's pods"
                                 " and job logs on Monitor (w)", self.action_resume)
+
+    def on_screen_resume(self) -> None:
+        # Shown again after a while: the checks and what exists may have changed (a run enabled
+        # the APIs, a teardown deleted the cluster), so ask again.
+        if self.wizard.session is not None and time.monotonic() - self._checked_at > STALE_S:
+            self.action_recheck()
 
     # --- what arrives ---
 
@@ -121,6 +132,7 @@ class StartScreen(WizardScreen):
 
     def _on_preflight(self, checks: list[Check]) -> None:
         self._checks, self._checking = list(checks), False
+        self._checked_at = time.monotonic()
         self._draw_checks()
 
     def _on_inventory(self, resources: list[Any]) -> None:
@@ -134,7 +146,7 @@ class StartScreen(WizardScreen):
         title = Text("Preflight")
         body: Any
         if self._checks is None:
-            body = Text("Waiting for the checks… (r runs them again)", style="dim")
+            body = Text("Waiting for the checks… (ctrl+u runs them again)", style="dim")
         else:
             passed = sum(c.ok for c in self._checks)
             title.append(f"  {passed} of {len(self._checks)} pass", style="bold" if
@@ -210,7 +222,7 @@ def checks_table(checks: Sequence[Check]) -> Table:
     """One row per check: ✓ or ✗, its name, what was found, and the fix when it failed."""
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
     table.add_column(width=1, no_wrap=True)
-    table.add_column(width=34)
+    table.add_column(max_width=34)   # as wide as the longest name, so 80 columns keep the fix
     table.add_column(ratio=1)
     for check in checks:
         icon = Text("✓", style="bold green") if check.ok else Text("✗", style="bold red")
@@ -224,11 +236,12 @@ def checks_table(checks: Sequence[Check]) -> Table:
 
 def resources_table(resources: Sequence[Any]) -> Table:
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
+    # The name stays whole (it is what Teardown asks to type); the note wraps.
     table.add_column(width=1, no_wrap=True)
-    table.add_column(width=22, no_wrap=True)
-    table.add_column(width=46, no_wrap=True)
-    table.add_column(width=10, no_wrap=True)
-    table.add_column(ratio=1)
+    table.add_column(max_width=22, no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(max_width=10, no_wrap=True)
+    table.add_column(ratio=1, min_width=12)
     for r in resources:
         note = Text(r.detail, style="dim")
         if r.leak:

@@ -29,20 +29,40 @@ class WizardHeader(Widget):
 
     info: reactive[HeaderInfo] = reactive(HeaderInfo, layout=True)
 
+    def on_mount(self) -> None:
+        # The clock moves on its own, not only when something else redraws the header.
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.info.clock is None:
+            self.refresh()
+
     def render(self) -> Text:
+        """The most that fits: labels go first, then the project, so the job and the cluster
+        stay whole at 80 columns."""
+        i = self.info
+        clock = i.clock if i.clock is not None else time.strftime("%H:%M")
+        width = self.size.width or 80
+        for labels, project in ((True, True), (False, True), (False, False)):
+            text = self._text(labels, project)
+            if text.cell_len + len(clock) + 2 <= width:
+                break
+        text.truncate(max(1, width - len(clock) - 2), overflow="ellipsis")
+        pad = max(1, width - text.cell_len - len(clock) - 1)
+        return text.append(" " * pad).append(clock + " ")
+
+    def _text(self, labels: bool, project: bool) -> Text:
         i = self.info
         text = Text(" rltui ", style="bold")
         badge = "badge-sandbox" if i.mode == "SANDBOX" else "badge-real"
         text.append(f" {i.mode} ", style=self.get_component_rich_style(badge))
-        if i.project:
-            text.append("  project ", style="dim").append(i.project, style="bold")
-        if i.cluster:
-            text.append("  cluster ", style="dim").append(i.cluster, style="bold")
-        if i.job:
-            text.append("  job ", style="dim").append(i.job, style="bold")
-        clock = i.clock if i.clock is not None else time.strftime("%H:%M")
-        pad = max(1, self.size.width - text.cell_len - len(clock) - 1)
-        return text.append(" " * pad).append(clock + " ")
+        parts = [("project", i.project if project else ""), ("cluster", i.cluster),
+                 ("job", i.job)]
+        for label, value in parts:
+            if value:
+                text.append(f"  {label} " if labels else "  ", style="dim")
+                text.append(value, style="bold")
+        return text
 
     COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
 

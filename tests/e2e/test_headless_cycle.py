@@ -169,6 +169,39 @@ def test_up_twice_creates_nothing_twice(user):
     assert lustre.stdout.split() and len(lustre.stdout.split()) == 1, lustre.stdout
 
 
+def test_the_wizard_reopened_shows_what_exists_as_done_without_a_key(user, monkeypatch):
+    """Issue 12: reopened after `up` (or a quit mid-provision), Provision shows every step the
+    cloud already has as done (its own probes), within 10 s and without ctrl+r."""
+    import time as _time
+
+    from rltui.app import RLTuiApp
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.plan.step import StepState
+    from rltui.session import Session
+    from rltui.widgets.steps import StepsView
+
+    monkeypatch.setenv("XDG_STATE_HOME", user["env"]["XDG_STATE_HOME"])
+    monkeypatch.setenv("HOME", user["env"]["HOME"])
+    session = Session(user["env_sh"], lambda: Endpoints.sandbox(user["status"]))
+
+    async def run() -> dict[str, str]:
+        app = RLTuiApp(session)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.switch_mode("provision")
+            t0 = _time.monotonic()
+            states: dict[str, str] = {}
+            while _time.monotonic() - t0 < 10:
+                await pilot.pause(0.2)
+                states = {v.name: v.state.value for v in app.screen.query_one(StepsView).views}
+                if states and all(s == StepState.EXISTED.value for s in states.values()):
+                    break
+            await session.close()
+            return states
+
+    states = asyncio.run(run())
+    assert len(states) == 12 and set(states.values()) == {"existed"}, {k: v for k, v in states.items() if v != "existed"}
+
+
 def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
     out = rltui(user, "submit")
     assert out.returncode == 0, out.stderr
@@ -214,6 +247,8 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     data = status_json(user)
     assert [r for r in data["resources"] if r["state"] != "absent"] == []
     assert data["job"] is None
+    # The deleted cluster's jobs are kept aside (runs/), not shown as the current job.
+    assert list((user["home"] / "state").rglob("runs/jobs-*.json"))
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import compute_v1
 

@@ -146,6 +146,7 @@ class Case:
     made: Callable[[FakeCloud, FakeContext], None] | None = None   # the cloud after apply
     gone: Callable[[FakeCloud, FakeContext], None] | None = None   # the cloud after destroy
     ready_after_apply: bool = True
+    reapply: bool = False        # there and ready, yet every run applies it again
     note: str = ""                    # the apply's last note (for local steps), a regex
     meanwhile: Callable[[FakeContext], Any] | None = None   # runs while apply runs
 
@@ -184,7 +185,7 @@ CASES: dict[str, Case] = {
     "addons": Case("gcloud", creates=True, destroyable=False, made=_addons_made),
     "credentials": Case("gcloud", creates=False, destroyable=False, note=r"^3 nodes$"),
     "secret": Case("kubectl", creates=True, destroyable=True, made=_secret_made,
-                   ready_after_apply=False,   # re-applied every run: values are never read back
+                   reapply=True,   # re-applied every run: values are never read back
                    gone=lambda c, _: not c.kube_objects("secrets") or pytest.fail("secret left")),
     "pv_pvc": Case("kubectl", creates=True, destroyable=True, made=_pv_made,
                    gone=lambda c, _: not (c.kube_objects("persistentvolumes")
@@ -231,6 +232,7 @@ async def test_step_probe_apply_probe_destroy(step_type, ctx):
     after = await step.probe(ctx)
     if case.creates:
         assert after.exists and after.ready is case.ready_after_apply, after
+        assert after.reapply is case.reapply, after
     else:  # local (credentials, a port-forward): nothing in the cloud, done again every run
         assert after == Probe(exists=False)
     if case.made is not None:

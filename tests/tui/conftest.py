@@ -12,6 +12,9 @@ from rltui.app import RLTuiApp
 from rltui.widgets.chrome import HeaderInfo
 
 SIZE = (120, 40)
+NARROW = (80, 24)   # a plain terminal, a split Cloud Shell pane: every screen must work here
+SIZES = [NARROW, SIZE]
+SIZE_IDS = ["80x24", "120x40"]
 HEADER = HeaderInfo(mode="SANDBOX", project="team-rl-sandbox-42", cluster="ray-a4-gpu-spot",
                     job="RUNNING 7/20", clock="12:04")
 

@@ -17,7 +17,7 @@ from rltui.screens.provision import critical_path_text
 from rltui.widgets.steps import StepsView
 from textual.widgets import Button, Log, Static
 
-from tests.tui.conftest import SIZE
+from tests.tui.conftest import SIZE, SIZE_IDS, SIZES
 from tests.tui.samples_provision import (TITLES, XPK_LINES, lustre_line, plan_failed, plan_idle,
                                 plan_mid_run, xpk_line)
 
@@ -53,34 +53,42 @@ def _record(app, name: str) -> list:
 
 # --- snapshots -----------------------------------------------------------------------------
 
-def test_provision_mid_run(snap_compare, wizard_app, frozen_clock):
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_provision_mid_run(snap_compare, wizard_app, frozen_clock, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await _open(app, pilot, plan_mid_run())
         for i in (6, 7, 8):
             app.bus.run_event.publish(xpk_line(f"[XPK] Node pool a4-highgpu-8g: {i}/8 nodes"))
-        await pilot.pause(0.3)
+        log = app.screen.query_one("#output")
+        for _ in range(50):   # the pane flushes every 0.1 s: wait for it, however loaded
+            await pilot.pause(0.1)
+            if log.line_count >= 3:
+                break
+        await pilot.pause(0.2)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_provision_failed_step(snap_compare, wizard_app, frozen_clock):
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_provision_failed_step(snap_compare, wizard_app, frozen_clock, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await _open(app, pilot, plan_failed())
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_provision_before_any_plan(snap_compare, wizard_app, frozen_clock):
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_provision_before_any_plan(snap_compare, wizard_app, frozen_clock, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await _open(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 # --- the step list -------------------------------------------------------------------------

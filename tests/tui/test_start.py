@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import io
 from typing import Any
 
@@ -12,7 +14,7 @@ from textual.widgets import Button, Static
 from rltui.app import RLTuiApp
 from rltui.screens.start import StartScreen, deployment
 from rltui.widgets.chrome import HeaderInfo
-from tests.tui.conftest import HEADER, SIZE
+from tests.tui.conftest import HEADER, SIZE, SIZE_IDS, SIZES
 from tests.tui.samples_start import CHECKS, CONFIG, NOTHING, RESOURCES
 
 
@@ -60,23 +62,25 @@ async def publish(pilot: Any, app: RLTuiApp, checks: Any = None, inventory: Any 
 
 # --- snapshots ---
 
-def test_checks_and_a_deployment_to_resume(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_checks_and_a_deployment_to_resume(snap_compare, wizard_app, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await publish(pilot, app, CHECKS, RESOURCES)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_real_project_with_nothing_deployed(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_real_project_with_nothing_deployed(snap_compare, wizard_app, size):
     app = wizard_app(HeaderInfo(mode="Google Cloud", project="team-rl-prod-7",
                                 cluster="ray-a4-gpu-spot", clock="12:04"))
 
     async def run_before(pilot):
         await publish(pilot, app, CHECKS[:2], NOTHING)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 # --- pilot ---
@@ -134,7 +138,7 @@ async def test_recheck_asks_again_and_shows_it_is_checking():
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await publish(pilot, app, CHECKS)
-        await pilot.press("r")
+        await pilot.press("ctrl+u")
         assert app.asked == ["run_preflight", "refresh_inventory"]
         assert "checking…" in text_of(screen, "#start-checks-title")
         await publish(pilot, app, [c.__class__(c.name, True, c.detail) for c in CHECKS])
