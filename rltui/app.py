@@ -368,7 +368,8 @@ class RLTuiApp(App):
         for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
             topic.history.clear()
         self.set_header(job="PENDING" if job_id else "")
-        self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else ""})
+        self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
+                                     "reset": True})
 
     @work(exclusive=True, group="job", exit_on_error=False)
     async def submit_job(self, resume: bool = False) -> None:

@@ -43,6 +43,23 @@ class WizardScreen(Screen):
     def on_mount(self) -> None:
         self.wizard.bus.header.subscribe(self, self._header)
         self._header(self.wizard.header_info)
+        self._fit_width()
+
+    # Layout classes by width ("-narrow" below NARROW_BELOW columns): set on mount, on each
+    # resize and when shown again. Textual's HORIZONTAL_BREAKPOINTS only follow Resize events,
+    # which a screen built after the terminal got its size may never receive.
+    NARROW_BELOW = 110
+
+    def on_resize(self) -> None:
+        self._fit_width()
+
+    def on_screen_resume(self) -> None:
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        narrow = self.app.size.width < self.NARROW_BELOW
+        self.set_class(narrow, "-narrow")
+        self.set_class(not narrow, "-wide")
 
     def _header(self, info: HeaderInfo) -> None:
         self.query_one(WizardHeader).info = info

@@ -62,8 +62,6 @@ class ProvisionScreen(WizardScreen):
     MODE = "provision"
     TITLE = "Provision"
     AUTO_FOCUS = "#steps"
-    # Below 110 columns the output pane goes under the steps (rltui.tcss, provision).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     BINDINGS = [
         Binding("ctrl+r", "run", "run / retry", priority=True),
@@ -223,7 +221,8 @@ class ProvisionScreen(WizardScreen):
         gke = on_gke(shown, scale)
         if gke:
             what = "took" if view.elapsed_s > 0 else "expected"
-            head += f"  {what} {fmt_s(shown)} here ~ {gke} on GKE"
+            here = fmt_s(shown) if shown >= 1 else "under a second"
+            head += f"  {what} {here} here ~ {gke} on GKE"
         if view.message and view.state not in (*ACTIVE, S.DONE, S.DESTROYED):
             head += f"\n{view.message}"
         title.update(head)

@@ -34,7 +34,6 @@ def deployment(resources: Sequence[Any]) -> list[Any]:
 class StartScreen(WizardScreen):
     MODE = "start"
     TITLE = "Start"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     # No input on this screen: plain letters are safe here. ctrl+u asks the cloud again, as on
     # every screen that shows its state.

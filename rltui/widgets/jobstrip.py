@@ -48,6 +48,12 @@ class JobStrip(Widget):
         self.recovery = ""  # "preempted at step 9, resumed from step 8 in 3:10"
 
     def set_status(self, status: dict) -> None:
+        if status.get("reset"):   # a new job, or none after teardown: nothing of the old one
+            self.job_id, self.status, self.recovery = status.get("id"), status.get("status") or None, ""
+            self._records.clear()
+            self._last = None
+            self.refresh()
+            return
         if status.get("id") != self.job_id and self.job_id is not None and status.get("id"):
             self._records.clear()  # a new job: its own steps
             self._last = None

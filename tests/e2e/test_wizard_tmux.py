@@ -59,23 +59,33 @@ class Terminal:
 
 @pytest.fixture
 def terminal(sandbox, sandbox_dir, tmp_path):
+    yield from _terminal(sandbox, sandbox_dir, tmp_path, 120, 40)
+
+
+@pytest.fixture
+def small_terminal(sandbox, sandbox_dir, tmp_path):
+    yield from _terminal(sandbox, sandbox_dir, tmp_path, 80, 24)
+
+
+def _terminal(sandbox, sandbox_dir, tmp_path, width, height):
     env_sh = tmp_path / "env.sh"
     env_sh.write_text((DATA / "env" / "devrel-demos.env.sh").read_text().replace(
         'HF_TOKEN=""', f'HF_TOKEN="{TOKEN}"').replace('NUM_NODES="8"', 'NUM_NODES="2"'))
     env_sh.chmod(0o600)
-    name = f"rltui-e2e-{os.getpid()}"
+    name = f"rltui-e2e-{os.getpid()}-{width}"
     env = {"RLTUI_SANDBOX_DIR": str(sandbox_dir), "XDG_STATE_HOME": str(tmp_path / "state"),
            "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     # argv after the options: tmux runs it without a shell.
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
                     *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
                     # COLUMNS/LINES from pytest's environment would override the real size.
                     "env", "-u", "COLUMNS", "-u", "LINES",
                     sys.executable, "-m", "rltui.cli", "--sandbox", "--env", str(env_sh)],
                    check=True, cwd=tmp_path)
-    # A shared tmux server may size windows after its clients: pin this one to 120x40.
+    # A shared tmux server may size windows after its clients: pin this one to its size.
     subprocess.run(["tmux", "set-option", "-t", name, "window-size", "manual"], check=True)
-    subprocess.run(["tmux", "resize-window", "-t", name, "-x", "120", "-y", "40"], check=True)
+    subprocess.run(["tmux", "resize-window", "-t", name, "-x", str(width), "-y", str(height)],
+                   check=True)
     term = Terminal(name)
     term.env_sh, term.sandbox = env_sh, sandbox
     yield term
@@ -129,3 +139,29 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     while terminal.alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not terminal.alive(), "ctrl+q quits"
+
+
+# What each screen must show at 80x24 (a plain terminal, a split Cloud Shell pane), before
+# anything is provisioned: its title row, and words only a readable layout keeps on screen.
+SMALL = [("F2", ["Preflight"]), ("F3", ["PROJECT_ID", "CLUSTER_NAME"]),
+         ("F4", ["Steps", "xpk cluster create", "equivalent command"]), ("F7", ["run_nemo_rl.sh"]),
+         ("F8", ["Pods", "Job log"]), ("F9", ["Lustre write throughput"]),
+         ("F10", ["What exists now"])]
+
+
+def test_every_screen_and_help_read_at_80x24(small_terminal):
+    term = small_terminal
+    term.wait_for("SANDBOX", "Start", timeout=15)
+    for key, words in SMALL:
+        term.keys(key)
+        text = term.wait_for(*words, timeout=30)
+        lines = text.splitlines()
+        assert len(lines) <= 24 and all(len(line) <= 80 for line in lines), text
+        assert "^q" in lines[-1] or "quit" in lines[-1], f"{key}: the footer is cut:\n{text}"
+    term.keys("F2")   # Teardown's input has the focus: it would take the "?"
+    term.wait_for("Preflight", timeout=10)
+    term.keys("?")
+    text = term.wait_for("Escape", "ctrl+q", timeout=10)
+    assert "closes" in text and all(len(line) <= 80 for line in text.splitlines())
+    term.keys("Escape")
+    term.wait_for("Preflight", timeout=10)
