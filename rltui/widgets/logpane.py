@@ -4,6 +4,20 @@ Textual 8's `Log(max_lines=N)` stops repainting once it prunes while scrolled to
 (the scroll position no longer changes, so nothing asks for a repaint): `BoundedLog`
 repaints after every prune. While the user reads older lines nothing is written (pruning
 would move the text under them): new lines wait in a bounded queue until they follow again.
+
+Two races a 20k lines/s burst exposed (issue 12), and what closes them:
+- A flush scheduled with `call_after_refresh` is an `InvokeLater` that Textual forwards to
+  `app.screen`, the *active* screen (textual 8.2.8 message_pump.py `_on_invoke_later`); with
+  the command palette open that is the palette, whose callback list is dropped when it is
+  dismissed. The pane now schedules with `call_next`, which queues on the pane's own message
+  pump, so a modal opening or closing cannot lose it.
+- Textual's scroll keys animate (`scroll_to(animate=True)`); a write landing before the first
+  frame called `scroll_end`, whose `_scroll_to` force-stops the animation (widget.py), and the
+  move was lost. Every user scroll towards older lines (Up, PageUp, Home, the wheel, a click
+  or drag on the scrollbar) now pauses following *before* it scrolls; `watch_scroll_y` only
+  resumes following when the reader reaches the end again.
+Long lines scroll sideways (left/right, shift+wheel, the horizontal scrollbar); writes scroll
+the y axis only, so the reader's x position stays.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.scrollbar import ScrollTo, ScrollUp
 from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
@@ -107,13 +122,56 @@ class BoundedLog(Log):
     def action_scroll_end(self) -> None:  # the End key
         self.follow()
 
+    # The user's moves towards older lines pause first, so no write can undo them. The keys
+    # move at once (Textual animates them at 50 lines/s: 0.7 s for a page, as `less` never does).
+
+    def _reading_up(self) -> None:
+        if self.max_scroll_y > 0 and self.scroll_y > 0:
+            self.pause()
+
+    def action_scroll_up(self) -> None:
+        self._reading_up()
+        self.scroll_up(animate=False)
+
+    def action_page_up(self) -> None:
+        self._reading_up()
+        self.scroll_page_up(animate=False)
+
+    def action_scroll_home(self) -> None:
+        self._reading_up()
+        self.scroll_home(animate=False, x_axis=self.scroll_y == 0)
+
+    def action_scroll_down(self) -> None:
+        self.scroll_down(animate=False)
+
+    def action_page_down(self) -> None:
+        self.scroll_page_down(animate=False)
+
+    def action_scroll_left(self) -> None:
+        self.scroll_left(animate=False)
+
+    def action_scroll_right(self) -> None:
+        self.scroll_right(animate=False)
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        if not (event.ctrl or event.shift):  # with a modifier the wheel scrolls sideways
+            self._reading_up()
+        # Widget._on_mouse_scroll_up (next in the MRO) scrolls.
+
+    def _on_scroll_up(self, _message: ScrollUp) -> None:  # a click above the scrollbar's thumb
+        self._reading_up()
+
+    def _on_scroll_to(self, message: ScrollTo) -> None:  # the scrollbar's thumb dragged
+        if message.y is not None and message.y < self.max_scroll_y:
+            self._reading_up()
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if self._writing:
             return
         at_end = round(new_value) >= self.max_scroll_y
         if new_value < old_value and not at_end:
-            self.pause()
+            self.pause()  # a path not covered above (a selection dragged past the top)
         elif at_end and not self.following and self.current is None:
             self.follow()
 
@@ -202,9 +260,9 @@ class JobLogPane(Vertical):
         self._incoming.extend(lines)
         if len(self._incoming) > 2 * self._max_lines:  # a replay: only the newest can show
             del self._incoming[: len(self._incoming) - self._max_lines]
-        if not self._flush_pending:
+        if not self._flush_pending:  # on this pane's own queue: see the module's docstring
             self._flush_pending = True
-            self.call_after_refresh(self._flush)
+            self.call_next(self._flush)
 
     def _flush(self) -> None:
         self._flush_pending = False

@@ -1,0 +1,174 @@
+"""The job log under load (issue 12): a 20,000 lines/s feed into the real app, while the user
+opens and closes modals and pages up. The pane must keep showing the newest line after a
+modal, every PageUp must move the view, and End must resume following."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+from typing import Any
+
+from textual import events
+from textual.app import App
+
+from rltui.app import RLTuiApp
+from rltui.screens.monitor import MonitorScreen
+from rltui.widgets.logpane import BoundedLog, clean
+from tests.tui import samples_monitor as S
+from tests.tui.conftest import SIZE
+
+RATE = 20_000       # lines a second, as in the issue's tmux run
+TICK = 0.05         # the feed's timer: 1,000 lines a batch
+
+# What NeMo-RL v0.4.0 prints during a step (tests/tui/samples_monitor.py), each line numbered
+# so the newest can be recognised on screen.
+TEMPLATES = [line for line in S.log_lines() if line.strip()]
+
+
+def nemo_line(i: int) -> str:
+    frames, _, last = TEMPLATES[i % len(TEMPLATES)].rpartition("\r")  # a progress bar's frames
+    return f"{frames}{_}#{i:07d} {last}"
+
+
+class Feed:
+    """Publishes on the app's `log_lines` topic from a timer, as the app's flush does."""
+
+    def __init__(self, app: RLTuiApp, rate: int = RATE, tick: float = TICK) -> None:
+        self.app, self.per_tick, self.tick = app, int(rate * tick), tick
+        self.sent = 0
+        self.timer: Any = None
+
+    def start(self) -> None:
+        self.timer = self.app.set_interval(self.tick, self.publish)
+
+    def batch(self) -> list[str]:
+        lines = [nemo_line(i) for i in range(self.sent, self.sent + self.per_tick)]
+        self.sent += self.per_tick
+        return lines
+
+    def publish(self) -> None:
+        self.app.bus.log_lines.publish(self.batch())
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    @property
+    def newest(self) -> str:
+        return nemo_line(self.sent - 1)
+
+
+def shown(app: App) -> str:
+    return html.unescape(app.export_screenshot()).replace("\xa0", " ")
+
+
+def on_screen(app: App, line: str) -> bool:
+    """The line's start is drawn (a long line is cut at the pane's edge)."""
+    return line.split(" ", 1)[0] in shown(app)
+
+
+def send_key(app: App, key: str) -> None:
+    """A key as the terminal sends it, without `pilot.press`'s wait for an idle loop (which a
+    20k lines/s feed never leaves: each press would take ~1 s)."""
+    event = events.Key(key, None)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+async def open_monitor(app: RLTuiApp, pilot: Any) -> MonitorScreen:
+    await app.switch_mode("monitor")
+    await pilot.pause()
+    assert isinstance(app.screen, MonitorScreen)
+    return app.screen
+
+
+async def settle(pilot: Any, log: BoundedLog, newest: str, timeout: float = 3.0) -> None:
+    """Give the pane a few frames to write what was published (bounded, not a fixed sleep)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end and not (log.lines and log.lines[-1] == clean(newest)):
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+async def until(check: Any, timeout: float = 2.0) -> bool:
+    """Wait for a condition in small steps (a pilot pause waits for an idle loop, which a
+    20k lines/s feed never leaves)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not check():
+        if loop.time() > end:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+async def press_as_a_batch_lands(app: RLTuiApp, log: BoundedLog, feed: Feed, key: str) -> None:
+    """The key, and a batch written while its scroll is still in flight: the write lands
+    before the scroll's first frame (the race the issue measured as ~1 PageUp in 4 lost)."""
+    before = log.scroll_y
+    send_key(app, key)
+    animator = app.animator
+    await until(lambda: animator.is_being_animated(log, "scroll_y") or log.scroll_y != before,
+                timeout=1.0)
+    log.push([clean(line) for line in feed.batch()])  # the pane's own write, now
+    await until(lambda: log.scroll_y != before and not animator.is_being_animated(log, "scroll_y"),
+                timeout=1.0)
+
+
+async def test_the_log_keeps_following_a_burst_after_the_palette_and_help_close(wizard_app):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        feed = Feed(app)
+        feed.start()
+        await asyncio.sleep(0.3)
+        for _ in range(3):
+            for key in ("ctrl+p", "question_mark"):
+                send_key(app, key)
+                assert await until(lambda: app.screen is not screen)
+                await asyncio.sleep(0.1)  # batches arrive while the modal is up
+                send_key(app, "escape")
+                assert await until(lambda: app.screen is screen)
+                await asyncio.sleep(0.1)
+        feed.stop()
+        await settle(pilot, log, feed.newest)
+        assert log.following
+        assert log.lines[-1] == clean(feed.newest), f"stuck at {log.lines[-1]!r} of {feed.sent:,}"
+        assert on_screen(app, feed.newest)
+        assert feed.sent >= 0.5 * RATE  # the feed really ran at the issue's rate, for > 0.5 s
+
+
+async def test_every_pageup_during_a_burst_moves_the_view_and_end_resumes(wizard_app):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.focus()
+        feed = Feed(app)
+        for _ in range(10):  # the pane holds 10,000 lines: pages to go up through
+            feed.publish()
+        await settle(pilot, log, feed.newest)
+        assert log.following and log.line_count == 10_000
+        feed.start()
+        await asyncio.sleep(0.2)
+        positions = [log.scroll_y]
+        for _ in range(10):
+            await press_as_a_batch_lands(app, log, feed, "pageup")
+            positions.append(log.scroll_y)
+            assert not log.following, f"press {len(positions) - 1} lost: {positions}"
+            await asyncio.sleep(0.06)  # and at least one batch from the feed between presses
+        assert all(b < a for a, b in zip(positions, positions[1:])), positions
+        page = log.scrollable_content_region.height
+        assert positions[0] - positions[-1] == 10 * page  # each press: one whole page
+        held = log.lines[-1]
+        await asyncio.sleep(0.2)
+        assert log.lines[-1] == held and log.scroll_y == positions[-1]  # nothing moved under us
+
+        send_key(app, "end")
+        assert await until(lambda: log.following)
+        await asyncio.sleep(0.2)
+        feed.stop()
+        await settle(pilot, log, feed.newest)
+        assert log.lines[-1] == clean(feed.newest) and log.scroll_y == log.max_scroll_y
+        assert on_screen(app, feed.newest)
