@@ -10,6 +10,7 @@ from typing import Any
 
 from textual import events
 from textual.app import App
+from textual.scrollbar import ScrollTo, ScrollUp
 
 from rltui.app import RLTuiApp
 from rltui.screens.monitor import MonitorScreen
@@ -63,7 +64,7 @@ def shown(app: App) -> str:
 
 def on_screen(app: App, line: str) -> bool:
     """The line's start is drawn (a long line is cut at the pane's edge)."""
-    return line.split(" ", 1)[0] in shown(app)
+    return clean(line).split(" ", 1)[0] in shown(app)
 
 
 def send_key(app: App, key: str) -> None:
@@ -172,3 +173,60 @@ async def test_every_pageup_during_a_burst_moves_the_view_and_end_resumes(wizard
         await settle(pilot, log, feed.newest)
         assert log.lines[-1] == clean(feed.newest) and log.scroll_y == log.max_scroll_y
         assert on_screen(app, feed.newest)
+
+
+def wheel_up(log: BoundedLog) -> events.MouseScrollUp:
+    return events.MouseScrollUp(log, 10, 5, 0, -1, 0, False, False, False)
+
+
+async def test_the_wheel_and_the_scrollbar_pause_a_burst_before_they_scroll(wizard_app):
+    """What the driver sends for the wheel, and the vertical scrollbar for a click above its
+    thumb (ScrollUp) or a drag (ScrollTo), each with a write landing at once behind it."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        feed = Feed(app)
+        for _ in range(10):
+            feed.publish()
+        await settle(pilot, log, feed.newest)
+        feed.start()
+        for name, make in (("wheel", lambda: wheel_up(log)),
+                           ("scrollbar click", ScrollUp),
+                           ("thumb drag", lambda: ScrollTo(y=log.scroll_y - 500, animate=True))):
+            await asyncio.sleep(0.1)
+            assert log.following and log.scroll_y == log.max_scroll_y
+            before = log.scroll_y
+            log.post_message(make())
+            await until(lambda: log.scroll_y != before or not log.following, timeout=1.0)
+            log.push([clean(line) for line in feed.batch()])
+            await until(lambda: log.scroll_y < before
+                        and not app.animator.is_being_animated(log, "scroll_y"), timeout=1.0)
+            assert not log.following and log.scroll_y < before, name
+            send_key(app, "end")
+            assert await until(lambda: log.following and log.scroll_y == log.max_scroll_y), name
+        feed.stop()
+
+
+async def test_long_lines_scroll_sideways_and_writes_keep_the_column(wizard_app):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.focus()
+        feed = Feed(app)
+        feed.start()
+        await until(lambda: log.virtual_size.width > log.scrollable_content_region.width)
+        assert log.show_horizontal_scrollbar  # the checkpoint path is ~150 columns
+        for _ in range(12):
+            send_key(app, "right")
+            await asyncio.sleep(0.02)
+        assert await until(lambda: log.scroll_x == 12)
+        await asyncio.sleep(0.3)  # six batches written while following
+        assert log.scroll_x == 12 and log.following
+        feed.stop()
+        await settle(pilot, log, feed.newest)
+        newest = log.lines[-1]
+        assert newest[12:30] in shown(app) and newest[:12] not in shown(app)
+        send_key(app, "left")
+        assert await until(lambda: log.scroll_x == 11)
