@@ -168,6 +168,7 @@ class RLTuiApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from getattr(screen, "system_commands", lambda: ())()
+        yield from getattr(screen, "pane_commands", lambda: ())()  # screens/base.py
         for mode, title, _m, _c, key in SCREENS:
             yield SystemCommand(f"Go to {title}", f"Switch to the {title} screen ({key.upper()})",
                                 lambda mode=mode: self.switch_mode(mode))

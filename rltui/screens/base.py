@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer
 
 from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
+from ..widgets.fullview import FullView, copy_lines
 
 if TYPE_CHECKING:
     from ..app import RLTuiApp
+
+PANE_ACTIONS = ("full_screen", "copy_pane")
 
 
 class WizardScreen(Screen):
@@ -24,6 +29,13 @@ class WizardScreen(Screen):
 
     MODE = ""
     TITLE = ""
+    # priority: a focused TextArea or Input would take ctrl+y (redo) first
+    BINDINGS = [
+        Binding("ctrl+o", "full_screen", "full screen", priority=True,
+                tooltip="Open the focused pane full-screen (lines wrap; escape closes)"),
+        Binding("ctrl+y", "copy_pane", "copy", priority=True,
+                tooltip="Copy the focused pane (OSC 52)"),
+    ]
 
     @property
     def wizard(self) -> "RLTuiApp":
@@ -66,3 +78,72 @@ class WizardScreen(Screen):
 
     def on_step_bar_selected(self, message: StepBar.Selected) -> None:
         self.wizard.switch_mode(message.mode)
+
+    # --- the pane protocol (widgets/fullview.py): ctrl+o full screen, ctrl+y copy ---
+
+    def focused_pane(self) -> tuple[DOMNode, tuple[str, list[str]] | None] | None:
+        """The focused widget's nearest ancestor (itself included) that has `pane_text`, and
+        what it shows; None when no such widget has focus."""
+        node: DOMNode | None = self.focused
+        while node is not None and node is not self:
+            pane_text = getattr(node, "pane_text", None)
+            if callable(pane_text):
+                return node, pane_text()
+            node = node.parent
+        return None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A screen's own `check_action` decides its own actions; the pane keys stay the
+        frame's (below), whether or not it calls super()."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("check_action")
+        if own is None or getattr(own, "_pane_aware", False):
+            return
+
+        def check_action(self: WizardScreen, action: str,
+                         parameters: tuple[object, ...]) -> bool | None:
+            if action in PANE_ACTIONS:
+                return WizardScreen.check_action(self, action, parameters)
+            return own(self, action, parameters)
+
+        check_action._pane_aware = True  # type: ignore[attr-defined]
+        cls.check_action = check_action  # type: ignore[method-assign]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+o and ctrl+y are in the footer (and answer) only while a pane has focus; the
+        palette's entries always answer, and say when there is nothing to open."""
+        if action in PANE_ACTIONS:
+            return self.focused_pane() is not None
+        return True
+
+    def _pane_or_say(self) -> tuple[DOMNode, str, list[str]] | None:
+        found = self.focused_pane()
+        if found is None:
+            self.notify("this part of the screen has no text to open: move the focus (tab) to"
+                        " a pane such as a log", title="Nothing to show", severity="warning")
+            return None
+        node, text = found
+        if text is None:
+            self.notify("the pane has nothing to show yet", title="Nothing to show",
+                        severity="warning")
+            return None
+        return node, text[0], text[1]
+
+    def action_full_screen(self) -> None:
+        pane = self._pane_or_say()
+        if pane is not None:
+            node, title, lines = pane
+            self.app.push_screen(FullView(title, lines,
+                                          at_end=bool(getattr(node, "PANE_AT_END", False))))
+
+    def action_copy_pane(self) -> None:
+        pane = self._pane_or_say()
+        if pane is not None:
+            copy_lines(self.app, pane[1], pane[2])
+
+    def pane_commands(self) -> Iterable[SystemCommand]:
+        """The palette's entries for the pane protocol (the app lists them on every screen)."""
+        yield SystemCommand("Open the focused pane full-screen",
+                            "Long lines wrap; escape closes (ctrl+o)", self.action_full_screen)
+        yield SystemCommand("Copy the focused pane",
+                            "To the clipboard by OSC 52 (ctrl+y)", self.action_copy_pane)

@@ -254,6 +254,18 @@ class JobLogPane(Vertical):
     def log_widget(self) -> BoundedLog:
         return self.query_one(BoundedLog)
 
+    PANE_AT_END = True  # full-screen opens at the newest line
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """The pane protocol (widgets/fullview.py): the lines it holds, the queued ones too
+        while paused, at most `max_lines`."""
+        log = self.log_widget
+        lines = [line if line != " " else "" for line in (*log.lines, *log.pending)]
+        lines = lines[-self._max_lines:]
+        if not lines:
+            return None
+        return "Job log", lines
+
     def write_lines(self, lines: list[str]) -> None:
         """A batch from the app's `log_lines` signal; batches within one frame are written once."""
         self.received += len(lines)
