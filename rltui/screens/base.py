@@ -139,7 +139,9 @@ class WizardScreen(Screen):
     def action_copy_pane(self) -> None:
         pane = self._pane_or_say()
         if pane is not None:
-            copy_lines(self.app, pane[1], pane[2])
+            node, title, lines = pane
+            copy_lines(self.app, title, lines,
+                       keep_end=bool(getattr(node, "PANE_AT_END", False)))
 
     def pane_commands(self) -> Iterable[SystemCommand]:
         """The palette's entries for the pane protocol (the app lists them on every screen)."""

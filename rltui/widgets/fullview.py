@@ -6,7 +6,11 @@ yet), and may set `PANE_AT_END = True` to open scrolled to its newest line (a lo
 `WizardScreen` (screens/base.py) finds the focused widget's nearest such ancestor.
 
 Copying uses `App.copy_to_clipboard`, which writes OSC 52 (`ESC ] 52 ; c ; <base64> BEL`,
-textual 8.2.8 app.py) and keeps the text in `app.clipboard`. A terminal that ignores OSC 52
+textual 8.2.8 app.py) and keeps the text in `app.clipboard`. Terminals cap an escape
+sequence's size and drop a longer one whole (kitty's maintainer in kovidgoyal/kitty#2017;
+Termux near 7 KB, termux-app#5324): like gemini-cli (google-gemini/gemini-cli#13471) a copy
+keeps the sequence within 100,000 bytes, whole lines, the newest for a log (`PANE_AT_END`)
+else the first, and the notification says how many were left out. A terminal that ignores OSC 52
 (macOS Terminal, per that method's docstring; tmux unless `set-clipboard` lets it through)
 copies nothing, and no reply says so: the notification names the fallback, selecting the
 wrapped text here with the terminal's own selection. While an app reports the mouse, most
@@ -14,34 +18,155 @@ terminals select with shift held (iTerm2: Option), a terminal feature Textual do
 control (Textual's maintainer in Textualize/rich-cli#53). Textual's own selection works
 too: drag, then ctrl+c (Screen's `copy_text`, also OSC 52).
 
-The view is a read-only `TextArea` (soft wrap, its own scrolling and selection): it keeps a
-10,000-line log responsive, where one wrapped `Static` would lay out every line at once.
+The view, `WrappedLines`, wraps at the column like `less` (not at words) and lazily: a line's
+rows are its cell width over the view's width, so laying out 10,000 lines costs one
+`cell_len` each, and only the rows on screen are rendered. (A read-only `TextArea` word-wraps
+every line up front: 1.2-1.7 s for a 10,000-line log on a loaded 2-core box, with the burst
+stalled meanwhile.) Its strips carry selection offsets as `Log` does, so Textual's own
+mouse selection and ctrl+c work on the source lines.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Protocol
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.geometry import Size
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static, TextArea
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.widgets import Footer, Log, Static
 
 SELECT_HINT = "select with the mouse (hold shift; Option in iTerm2)"
+OSC52_MAX_SEQUENCE = 100_000                                 # bytes, ESC ] 52 ; c ; ... BEL
+OSC52_MAX_TEXT = (OSC52_MAX_SEQUENCE - len("\x1b]52;c;\a")) * 3 // 4   # before base64
+
+
+def fitting(lines: list[str], *, keep_end: bool, limit: int = OSC52_MAX_TEXT) -> list[str]:
+    """As many whole lines as fit in `limit` UTF-8 bytes joined by newlines, from the end
+    (a log's newest) or from the start."""
+    order = reversed(lines) if keep_end else iter(lines)
+    kept: list[str] = []
+    size = -1
+    for line in order:
+        size += len(line.encode("utf-8")) + 1
+        if size > limit:
+            break
+        kept.append(line)
+    return kept[::-1] if keep_end else kept
 
 
 class Pane(Protocol):
     def pane_text(self) -> tuple[str, list[str]] | None: ...
 
 
-def copy_lines(app: App, title: str, lines: list[str], *, in_full_view: bool = False) -> None:
+def copy_lines(app: App, title: str, lines: list[str], *, keep_end: bool = False,
+               in_full_view: bool = False) -> None:
     """Put the lines on the clipboard (OSC 52) and say what was copied and the fallback."""
-    app.copy_to_clipboard("\n".join(lines))
+    kept = fitting(lines, keep_end=keep_end)
+    app.copy_to_clipboard("\n".join(kept))
+    if len(kept) == len(lines):
+        what = f"{len(lines):,} line{'s' if len(lines) != 1 else ''}"
+    else:  # a longer OSC 52 sequence is dropped whole by many terminals
+        what = f"the {'newest' if keep_end else 'first'} {len(kept):,} of {len(lines):,} lines"
     where = (SELECT_HINT if in_full_view
              else f"open it full-screen (ctrl+o) and {SELECT_HINT}")
-    app.notify(f"copied {len(lines):,} line{'s' if len(lines) != 1 else ''} of {title} (OSC 52);"
-               f" if your terminal ignores OSC 52, {where}", title="Copied", timeout=8)
+    app.notify(f"copied {what} of {title} (OSC 52); if your terminal ignores OSC 52, {where}",
+               title="Copied", timeout=8)
+
+
+class WrappedLines(ScrollView, can_focus=True):
+    """Lines wrapped at the view's width, laid out lazily; scroll keys, wheel, selection."""
+
+    ALLOW_SELECT = True
+    DEFAULT_CSS = """
+    WrappedLines { overflow-x: hidden; overflow-y: scroll; background: $surface; }
+    """
+
+    def __init__(self, lines: list[str], *, at_end: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.at_end = at_end                # first shown at the last line
+        self.lines = [Log._process_line(line) for line in lines]  # tabs, control codes
+        self._cells = [cell_len(line) for line in self.lines]
+        self._wrap_width = 0
+        self._starts: list[int] = [0]       # the first row of each line
+        self._strips: LRUCache[int, Strip] = LRUCache(1024)
+
+    @property
+    def rows(self) -> int:
+        return self.virtual_size.height
+
+    def _lay_out(self) -> None:
+        """Rows per line for the current width; the line at the top stays at the top."""
+        width = self.scrollable_content_region.width
+        if width <= 0 or width == self._wrap_width:
+            return
+        first = not self._wrap_width
+        top_line = 0 if first else self.line_at(round(self.scroll_y))
+        self._wrap_width = width
+        heights = [max(1, -(-cells // width)) for cells in self._cells]
+        self._starts = [0, *accumulate(heights)]
+        self.virtual_size = Size(width, self._starts[-1] if self.lines else 0)
+        if first and self.at_end:
+            self.scroll_end(animate=False, immediate=True)
+        else:
+            self.scroll_to(y=self._starts[top_line], animate=False, immediate=True)
+        self.refresh()
+
+    def on_mount(self) -> None:
+        self._lay_out()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self._lay_out()
+
+    def line_at(self, row: int) -> int:
+        """The source line drawn on this (virtual) row."""
+        return max(0, min(len(self.lines) - 1, bisect_right(self._starts, row) - 1))
+
+    def scroll_to_line(self, index: int) -> None:
+        self.scroll_to(y=self._starts[max(0, min(index, len(self.lines)))], animate=False,
+                       immediate=True)
+
+    def _line_strip(self, index: int) -> Strip:
+        selection = self.text_selection
+        if selection is None and index in self._strips:
+            return self._strips[index]
+        line = self.lines[index]
+        text = Text(line, no_wrap=True)
+        text.stylize(self.rich_style)
+        if selection is not None and (span := selection.get_span(index)) is not None:
+            start, end = span
+            text.stylize(self.screen.get_component_rich_style("screen--selection"), start,
+                         len(line) if end == -1 else end)
+        strip = Strip(text.render(self.app.console), self._cells[index])
+        if selection is None:
+            self._strips[index] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        width = self._wrap_width or self.size.width
+        row = round(self.scroll_y) + y
+        if not self.lines or row >= self.rows:
+            return Strip.blank(self.size.width, self.rich_style)
+        index = self.line_at(row)
+        start = (row - self._starts[index]) * width
+        strip = self._line_strip(index).crop_extend(start, start + width, self.rich_style)
+        return strip.apply_offsets(start, index)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self.lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self._strips.clear()
+        self.refresh()
 
 
 class FullView(ModalScreen[None]):
@@ -52,16 +177,14 @@ class FullView(ModalScreen[None]):
     FullView > #fullview-title {
         height: 1; padding: 0 1; background: $panel; color: $text; text-style: bold;
     }
-    FullView > #fullview-text { height: 1fr; border: none; padding: 0 1; }
-    FullView > #fullview-text:focus { border: none; }
+    FullView > #fullview-text { height: 1fr; padding: 0 0 0 1; }
     """
     BINDINGS = [
         Binding("escape", "close", "close"),
         Binding("q", "close", "close", show=False),
-        # priority: TextArea binds ctrl+y to redo, home and end to the line's ends
         Binding("ctrl+y", "copy", "copy", priority=True),
-        Binding("home,ctrl+home", "top", "first line", show=False, priority=True),
-        Binding("end,ctrl+end", "bottom", "last line", show=False, priority=True),
+        Binding("home,ctrl+home,g", "top", "first line", show=False),
+        Binding("end,ctrl+end,G", "bottom", "last line", show=False),
     ]
 
     def __init__(self, title: str, lines: list[str], *, at_end: bool = False) -> None:
@@ -76,31 +199,25 @@ class FullView(ModalScreen[None]):
                             ("esc", "bold"), (" or ", "dim"), ("q", "bold"), (" close · ", "dim"),
                             ("ctrl+y", "bold"), (" copy", "dim"))
         yield Static(bar, id="fullview-title")
-        yield TextArea("\n".join(self.lines), read_only=True, soft_wrap=True,
-                       show_line_numbers=False, show_cursor=False, id="fullview-text")
+        yield WrappedLines(self.lines, at_end=self.at_end, id="fullview-text")
         yield Footer()
 
     @property
-    def text_area(self) -> TextArea:
-        return self.query_one("#fullview-text", TextArea)
+    def view(self) -> WrappedLines:
+        return self.query_one(WrappedLines)
 
     def on_mount(self) -> None:
-        self.text_area.focus()
-        if self.at_end:
-            self.action_bottom()
+        self.view.focus()
 
     def action_top(self) -> None:
-        area = self.text_area
-        area.move_cursor((0, 0))
-        area.scroll_home(animate=False)
+        self.view.scroll_to_line(0)
 
     def action_bottom(self) -> None:
-        area = self.text_area
-        area.move_cursor((max(0, len(self.lines) - 1), 0))
-        self.call_after_refresh(area.scroll_end, animate=False)  # once the wrap is laid out
+        self.view.scroll_to_line(len(self.lines))  # past the last row: the view stops at its end
 
     def action_close(self) -> None:
         self.dismiss(None)
 
     def action_copy(self) -> None:
-        copy_lines(self.app, self.pane_title, self.lines, in_full_view=True)
+        copy_lines(self.app, self.pane_title, self.lines, keep_end=self.at_end,
+                   in_full_view=True)

@@ -5,16 +5,17 @@ fallback; both are in the footer and the palette. Snapshots of the job log full-
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import Any
 
 import pytest
 from textual.app import App
-from textual.widgets import Input, TextArea
+from textual.widgets import Input
 
 from rltui.app import RLTuiApp
 from rltui.screens.monitor import MonitorScreen
-from rltui.widgets.fullview import FullView
+from rltui.widgets.fullview import FullView, WrappedLines
 from rltui.widgets.logpane import BoundedLog
 from tests.tui import samples_monitor as S
 
@@ -93,7 +94,6 @@ async def test_home_and_end_go_to_the_first_and_last_line(wizard_app):
         await pilot.press("end")
         await pilot.pause()
         assert "line 0000" not in shown(app) and "line 0299" in shown(app)
-        assert app.screen.query_one(TextArea).read_only
 
 
 async def test_ctrl_y_copies_the_log_and_names_the_fallback(wizard_app):
@@ -115,7 +115,7 @@ async def test_ctrl_y_copies_the_log_and_names_the_fallback(wizard_app):
         assert app.clipboard.endswith("after a blank line")
 
 
-async def test_ctrl_y_in_the_full_view_copies_instead_of_redo(wizard_app):
+async def test_ctrl_y_in_the_full_view_copies_and_names_the_mouse_fallback(wizard_app):
     app = wizard_app(S.HEADER)
     async with app.run_test(size=(80, 24)) as pilot:
         await monitor_with_log(app, pilot, lines(20))
@@ -184,3 +184,54 @@ def test_full_view_80x24(snap_compare, wizard_app):
 
 def test_full_view_120x40(snap_compare, wizard_app):
     assert full_view_snapshot(snap_compare, wizard_app, (120, 40))
+
+
+async def test_a_copy_too_long_for_osc_52_keeps_the_newest_lines_and_says_so(wizard_app):
+    """10,000 log lines are ~1 MB: past what terminals take in one OSC 52 sequence."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        log_lines = [f"{i:05d} {LONG}" for i in range(10_000)]
+        await monitor_with_log(app, pilot, log_lines)
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        copied = app.clipboard.split("\n")
+        assert copied[-1] == log_lines[-1] and copied == log_lines[-len(copied):]
+        sequence = len("\x1b]52;c;\a") + len(base64.b64encode(app.clipboard.encode()))
+        assert 95_000 < sequence <= 100_000
+        (said,) = toasts(app)
+        assert f"copied the newest {len(copied):,} of 10,000 lines of Job log" in said
+
+
+async def test_a_mouse_selection_across_wrapped_rows_copies_the_source_lines(wizard_app):
+    """Textual's own selection (drag, then ctrl+c): the text comes back as the pane's lines,
+    with no break where a line wrapped."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(40, 12)) as pilot:
+        source = [f"{i:02d} " + "abcdefghij" * 6 for i in range(5)]  # 63 columns: 2 rows each
+        await app.push_screen(FullView("t", source))
+        await pilot.pause()
+        view = app.screen.query_one(WrappedLines)
+        assert view.rows == 10
+        left = view.content_region.x - view.region.x
+        await pilot.mouse_down(view, offset=(left + 3, 0))     # line 0, column 3
+        await pilot.hover(view, offset=(left + 5, 3))          # line 1, its second row
+        await pilot.mouse_up(view, offset=(left + 5, 3))
+        await pilot.pause()
+        await pilot.press("ctrl+c")
+        first, second = app.clipboard.split("\n")
+        assert first == source[0][3:]                         # whole, though it wrapped
+        assert second == source[1][: view._wrap_width + 6]  # to the cell under the pointer
+
+
+async def test_a_resize_wraps_again_and_keeps_the_top_line(wizard_app):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(FullView("t", [f"{i:03d} {LONG}" for i in range(100)]))
+        await pilot.pause()
+        view = app.screen.query_one(WrappedLines)
+        view.scroll_to_line(40)
+        wide = view.rows
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert view.rows > wide and view.line_at(round(view.scroll_y)) == 40
+        assert "040 (MegatronPolicyWorker" in shown(app) and "TAIL-OF-THE-LONG-LINE" in shown(app)
