@@ -90,7 +90,9 @@ class WizardScreen(Screen):
             if callable(pane_text):
                 return node, pane_text()
             node = node.parent
-        return None
+        # The screen's own pane (Provision: the selected step's output and command).
+        own = getattr(self, "pane_text", None)
+        return (self, own()) if callable(own) else None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A screen's own `check_action` decides its own actions; the pane keys stay the
@@ -137,6 +139,13 @@ class WizardScreen(Screen):
                                           at_end=bool(getattr(node, "PANE_AT_END", False))))
 
     def action_copy_pane(self) -> None:
+        # A screen may name what ctrl+y copies first (Provision: the equivalent command).
+        special = getattr(self, "copy_text", None)
+        chosen = special() if callable(special) else None
+        if chosen is not None:
+            what, text = chosen
+            copy_lines(self.app, what, text.splitlines())
+            return
         pane = self._pane_or_say()
         if pane is not None:
             node, title, lines = pane

@@ -353,3 +353,26 @@ async def test_a_real_runner_drives_the_screen(wizard_app, frozen_clock):
         assert "deleted" in next(r for r in rows if r[3:].startswith("Network"))
         assert "deleted" in next(r for r in rows if r[3:].startswith("Cluster"))
         assert "[Network] deleting net" in app.screen.query_one("#teardown-log", Log).lines
+
+
+async def test_ctrl_y_copies_the_equivalent_command_and_ctrl_o_shows_output_and_command(
+        wizard_app, frozen_clock):
+    from rltui.widgets.fullview import FullView
+
+    app = wizard_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _open(app, pilot, plan_mid_run())
+        app.bus.run_event.publish(xpk_line("[XPK] Node pool a4-highgpu-8g: 8/8 nodes"))
+        await pilot.pause(0.3)
+        view = screen.query_one(StepsView).view(screen.query_one(StepsView).selected)
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        assert app.clipboard == view.command and "xpk cluster create" in app.clipboard
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert isinstance(app.screen, FullView)
+        shown = "\n".join(app.screen.query_one("WrappedLines").lines)
+        assert "8/8 nodes" in shown and view.command.splitlines()[0] in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
