@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from ..cloud.kube import KubeEvent, Obj
 
 __all__ = ["KubeEvent", "PodRow", "pod_row", "preempted", "desired_sizes", "requests",
-           "describe_lines", "HEAD_GROUP", "PodsSummary", "summarize"]
+           "describe_lines", "HEAD_GROUP", "PodsSummary", "summarize", "age_text"]
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 # KubeRay's group label and its head group's value (ray-operator/controllers/ray/utils/
@@ -203,9 +203,23 @@ def summarize(rows: list[PodRow], desired: Mapping[str, int], gone_at: Mapping[s
     return PodsSummary(running, wanted, frozenset(done), outstanding)
 
 
-def _age(seconds: float) -> str:
+def age_text(seconds: float) -> str:
+    """kubectl's AGE column (HumanDuration)."""
     s = int(seconds)
-    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h{(s // 60) % 60}m"
+    m, h, d = s // 60, s // 3600, s // 86400
+    if s < 120:
+        return f"{s}s"
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if h < 3:
+        return f"{m}m"
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    if d < 8:
+        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
+    return f"{d}d"
 
 
 def _event_when(ev: Obj) -> float:
@@ -232,7 +246,7 @@ def describe_lines(pod: Obj, events: list[Obj], *, now: float | None = None) -> 
            "Labels:       " + ", ".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items())),
            f"Status:       {row.phase}" + (f" ({status['reason']})" if status.get("reason") else ""),
            f"IP:           {status.get('podIP') or '<none>'}",
-           f"Restarts:     {row.restarts}", f"Age:          {_age(row.age_s)}"]
+           f"Restarts:     {row.restarts}", f"Age:          {age_text(row.age_s)}"]
     if status.get("message"):
         out.append(f"Message:      {status['message']}")
     out.append("Containers:")
@@ -263,7 +277,7 @@ def describe_lines(pod: Obj, events: list[Obj], *, now: float | None = None) -> 
         out.append("  <none>")
     for ev in sorted(events, key=_event_when):
         when = _event_when(ev)
-        age = _age(max(0.0, now - when)) if when else "?"
+        age = age_text(max(0.0, now - when)) if when else "?"
         count = int(ev.get("count") or 1)
         out.append(f"  {ev.get('type', ''):<8} {ev.get('reason', ''):<18} {age:>5}"
                    + (f" (x{count})" if count > 1 else "")

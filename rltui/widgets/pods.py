@@ -22,7 +22,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ..plan.pods import KubeEvent, PodRow, PodsSummary, desired_sizes, pod_row, summarize
+from ..plan.pods import KubeEvent, PodRow, PodsSummary, age_text, desired_sizes, pod_row, summarize
+
+__all__ = ["PodsTable", "age_text", "layout", "tail"]
 
 COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "GPU", "CPU", "R", "AGE")
 WIDTH = {"TYPE": 6, "PHASE": 11, "GPU": 3, "CPU": 4, "R": 2, "AGE": 5}
@@ -33,25 +35,6 @@ OPTIONAL = ("NODE", "TYPE", "GPU", "CPU", "NODE+", "PHASE+")
 WAITING = {"Pending", "ContainerCreating", "PodInitializing", "Terminating", "Init:0/1"}
 KEEP_REPLACED = 5
 REPLACED = "replaced"
-
-
-def age_text(seconds: float) -> str:
-    """kubectl's AGE column (HumanDuration)."""
-    s = int(seconds)
-    m, h, d = s // 60, s // 3600, s // 86400
-    if s < 120:
-        return f"{s}s"
-    if m < 10:
-        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
-    if h < 3:
-        return f"{m}m"
-    if h < 8:
-        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
-    if h < 48:
-        return f"{h}h"
-    if d < 8:
-        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
-    return f"{d}d"
 
 
 def tail(text: str, width: int) -> str:
