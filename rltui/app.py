@@ -454,13 +454,21 @@ class RLTuiApp(App):
     # --- pod actions (Monitor's pods table: logs, describe, delete) ---
 
     @work(exclusive=True, group="pod_log", exit_on_error=False)
-    async def follow_pod_log(self, name: str, sink: Callable[[str | None], Any]) -> None:
-        """Feed `sink` a pod's log until its container ends (then None) or stop_pod_log()."""
+    async def follow_pod_log(self, name: str, sink: Callable[[str], Any],
+                             ended: Callable[[str], Any]) -> None:
+        """Feed `sink` a pod's log until its container ends or stop_pod_log(); then `ended`
+        ("" or what went wrong: the error also goes to the one worker-error handler)."""
         if self.session is None:
             return
-        async for text in self.session.pod_log(name):
-            sink(text)
-        sink(None)
+        try:
+            async for text in self.session.pod_log(name):
+                sink(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            ended(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+            raise
+        ended("")
 
     def stop_pod_log(self) -> None:
         self.workers.cancel_group(self, "pod_log")

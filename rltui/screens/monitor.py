@@ -146,14 +146,14 @@ class MonitorScreen(WizardScreen):
         self._set_prefix(self.wizard.header_info)
         self.query_one(PodsTable).on_change = self._show_pods_state
         bus = self.wizard.bus  # each topic replays what came before this screen existed
-        bus.raycluster.subscribe(self, self._on_raycluster)
+        bus.dashboard.subscribe(self, self._on_dashboard)
+        bus.raycluster.subscribe(self, self._on_raycluster)  # after: {} clears the address
         bus.pod_event.subscribe(self, self._on_pod_event)
         bus.log_lines.subscribe(self, self._on_log_lines)
         bus.job_status.subscribe(self, self._on_job_status)
         bus.step_record.subscribe(self, self._on_step_record)
         bus.checkpoint.subscribe(self, self._on_checkpoint)
         bus.kube_events.subscribe(self, self._on_kube_events)
-        bus.dashboard.subscribe(self, self._on_dashboard)
         self._arrange(self.app.size.width)
         self.query_one("#job-log").focus()
 
@@ -194,6 +194,8 @@ class MonitorScreen(WizardScreen):
 
     def _on_raycluster(self, raycluster: dict[str, Any]) -> None:
         self.query_one(PodsTable).set_raycluster(raycluster)
+        if not raycluster:  # deleted (or none yet): no dashboard behind the address
+            self.query_one("#dashboard", Static).update(Text(NO_DASHBOARD, style="dim"))
 
     def _on_dashboard(self, url: str) -> None:
         self.query_one("#dashboard", Static).update(Text(url, style="bold"))
@@ -255,7 +257,7 @@ class MonitorScreen(WizardScreen):
         if verb == "logs":
             view = PodLogView(row.name, on_close=self.wizard.stop_pod_log)
             self.wizard.push_screen(view)
-            self.wizard.follow_pod_log(row.name, view.write)
+            self.wizard.follow_pod_log(row.name, view.write, view.end)
         elif verb == "describe":
             described = PodDescribeView(row.name, now=lambda: self.now())
             self.wizard.push_screen(described)

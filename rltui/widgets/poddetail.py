@@ -50,7 +50,7 @@ class PodLogView(ModalScreen[None]):
         self.lines: list[str] = []      # whole lines received (the newest LOG_KEEP)
         self._partial = ""
         self._pending: list[str] = []
-        self.ended = False
+        self.ended = ""   # why the stream closed ("" while it is open)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -63,19 +63,22 @@ class PodLogView(ModalScreen[None]):
     def on_mount(self) -> None:
         self.set_interval(FLUSH_S, self._flush)
 
-    def write(self, text: str | None) -> None:
-        """Text from the log stream; None once the container ended (the stream closed)."""
+    def write(self, text: str) -> None:
+        """Text from the log stream (whole lines are shown; a partial one waits)."""
         from .logpane import clean
 
-        if text is None:
-            if self._partial:
-                self._pending.append(clean(self._partial))
-                self._partial = ""
-            self.ended = True
-            return
         parts = (self._partial + text).split("\n")
         self._partial = parts.pop()
         self._pending.extend(clean(p) for p in parts)
+
+    def end(self, error: str = "") -> None:
+        """The stream closed: the container ended (""), or the API refused (its words)."""
+        from .logpane import clean
+
+        if self._partial:
+            self._pending.append(clean(self._partial))
+            self._partial = ""
+        self.ended = error or "the container ended: no more output"
 
     def _flush(self) -> None:
         if self._pending:
@@ -84,8 +87,7 @@ class PodLogView(ModalScreen[None]):
             log = self.query_one(RichLog)
             for line in batch:
                 log.write(Text(line))
-        state = f"{len(self.lines)} lines" + (" · the container ended: no more output"
-                                              if self.ended else " · following")
+        state = f"{len(self.lines)} lines · " + (self.ended or "following")
         self.query_one("#pod-log-state", Static).update(state)
 
     def action_follow(self) -> None:

@@ -143,6 +143,21 @@ async def test_monitor_counts_logs_describes_and_deletes_pods_over_the_api(
         await pilot.press("escape")
         await until(lambda: not [w for w in app.workers if w.group == "pod_log" and w.is_running])
 
+        # A pod whose container has not started: the API's reason, in the view and a toast.
+        await store.create("pods", worker(f"{CLUSTER}-{GROUP}-worker-ccccc"), "default")
+        await until(lambda: table.row_count == 4)
+        table.move_cursor(row=[k.value for k in table.rows].index(f"{CLUSTER}-{GROUP}-worker-ccccc"))
+        await pilot.press("l")
+        waiting = await until(lambda: isinstance(app.screen, PodLogView) and app.screen)
+        await until(lambda: "waiting to start" in waiting.ended)
+        assert any("waiting to start" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await store.delete("pods", f"{CLUSTER}-{GROUP}-worker-ccccc", "default")
+        await store.patch("pods", f"{CLUSTER}-{GROUP}-worker-ccccc", {"metadata": {"finalizers": None}}, "default")
+        app.clear_notifications()
+        await until(lambda: table.row_count == 3)
+        table.move_cursor(row=[k.value for k in table.rows].index(WORKERS[0]))
+
         await pilot.press("d")
         described = await until(lambda: isinstance(app.screen, PodDescribeView) and app.screen)
         await until(lambda: described.lines)

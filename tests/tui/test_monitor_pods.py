@@ -162,9 +162,13 @@ async def test_the_dashboard_url_shows_once_published(wizard_app):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_monitor(app, pilot)
         assert "once the RayCluster is up" in str(screen.query_one("#dashboard").render())
+        app.bus.raycluster.publish(S.raycluster())
         app.bus.dashboard.publish(S.DASHBOARD)
         await pilot.pause()
         assert str(screen.query_one("#dashboard").render()) == S.DASHBOARD
+        app.bus.raycluster.publish({})  # torn down: the address leads nowhere now
+        await pilot.pause()
+        assert "once the RayCluster is up" in str(screen.query_one("#dashboard").render())
 
 
 async def test_pane_text_of_the_pods_and_the_events_is_whole(wizard_app):
@@ -207,7 +211,7 @@ async def test_a_pod_log_view_wraps_batches_and_says_when_the_container_ended():
         assert "following" in str(view.query_one("#pod-log-state").render())
         log: Any = view.query_one("#pod-log")
         assert len(log.lines) >= 4  # the long line wrapped
-        view.write(None)
+        view.end()
         await pilot.pause(0.2)
         assert "the container ended" in str(view.query_one("#pod-log-state").render())
         assert view.pane_text() == ("logs ray-a4-worker-x", ["first line", long, "partial"])
