@@ -115,6 +115,8 @@ class MonitorScreen(WizardScreen):
     BINDINGS = [
         Binding("ctrl+f", "search", "search log", tooltip="Search the job log (enter: older match)"),
         Binding("ctrl+e", "follow", "follow log", tooltip="Back to the newest lines and keep following"),
+        # Enter anywhere on Monitor (not typed into the search box): the selected pod's log.
+        Binding("enter", "pod_logs", "pod logs", show=False),
     ]
 
     def __init__(self) -> None:
@@ -280,6 +282,9 @@ class MonitorScreen(WizardScreen):
                 ("describe", "describe the selected pod", "Node, conditions, requests, Events (d)"),
                 ("delete", "delete the selected pod", "After a confirmation; KubeRay recreates it (ctrl+d)")):
             yield SystemCommand(f"Monitor: {title}", help, lambda verb=verb: self.pod_action(verb))
+
+    def action_pod_logs(self) -> None:
+        self.pod_action("logs")
 
     def search_log(self) -> None:
         self.action_search()

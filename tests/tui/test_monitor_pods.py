@@ -117,6 +117,14 @@ async def test_pod_keys_open_logs_describe_and_a_delete_confirmation_naming_the_
             await pilot.pause()
             assert app.screen is screen
 
+        screen.query_one("#job-log").focus()  # where Monitor opens: enter still means the pod's log
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PodLogView) and app.screen.pod == S.PREEMPTED
+        await pilot.press("escape")
+        await pilot.pause()
+        table.focus()
+
         await pilot.press("d")
         await pilot.pause()
         described = app.screen
