@@ -159,7 +159,7 @@ async def test_the_palette_has_the_pod_actions(wizard_app):
         for title in ("Monitor: logs of the selected pod", "Monitor: describe the selected pod",
                       "Monitor: delete the selected pod"):
             assert title in titles
-        await pilot.press("ctrl+p", *"describe the selected", "enter")
+        await pilot.press("ctrl+p", *"describe", "enter")
         await pilot.pause()
         assert isinstance(app.screen, PodDescribeView)
         assert app.screen.pod == screen.query_one(PodsTable).selected().name
