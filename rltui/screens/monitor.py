@@ -160,7 +160,11 @@ class MonitorScreen(WizardScreen):
         self.query_one("#job-log").focus()
 
     def on_resize(self) -> None:
-        self._arrange(self.size.width)
+        self._arrange(self.app.size.width)
+
+    def on_screen_resume(self) -> None:
+        # A terminal resized while another mode was shown sends this screen no Resize.
+        self._arrange(self.app.size.width)
 
     def _arrange(self, width: int) -> None:
         """Narrow: [pods | log] over [side | log]; wide: pods across, then [side | log]. The

@@ -226,3 +226,20 @@ async def test_a_pod_log_view_wraps_batches_and_says_when_the_container_ended():
         await pilot.press("escape")
         await pilot.pause()
         assert closed == [True]
+
+
+async def test_the_layout_follows_a_resize_made_while_another_screen_was_shown(wizard_app):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        body = screen.query_one("#monitor-body")
+        assert not body.has_class("-wide")
+        await app.switch_mode("job")
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        await app.switch_mode("monitor")
+        await pilot.pause()
+        assert body.has_class("-wide")
+        pods = screen.query_one("#pods-pane")
+        assert pods.size.width == 120  # across the screen, over the side pane and the log
+        assert screen.query_one("#log-pane").region.y > pods.region.y
