@@ -83,7 +83,7 @@ class Bus:
     a bounded history. Each topic's payload type is declared below."""
 
     STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
-             "job_status", "metrics")
+             "job_status", "metrics", "dashboard", "raycluster")
     STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": 2000, "step_record": 5000,
                "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
     TOPICS = STATE + tuple(STREAMS)
@@ -104,6 +104,8 @@ class Bus:
     kube_events: ReplaySignal[list[dict[str, Any]]]
     job_status: ReplaySignal[dict[str, Any]]          # {"id", "status"}
     metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
+    dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
+    raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
     log_lines: ReplaySignal[list[str]]                # a burst of lines, written in one batch
@@ -435,8 +437,55 @@ class RLTuiApp(App):
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:
         self.poll_kube_events()
+        self.watch_raycluster()
+        self.find_dashboard()
         async for event in self.session.pod_events():
             self.bus.pod_event.publish(event)
+
+    @work(exclusive=True, group="raycluster", exit_on_error=False)
+    async def watch_raycluster(self) -> None:
+        """The RayCluster's spec: the pods header counts against its desired size."""
+        async for obj in self.session.raycluster_events():
+            self.bus.raycluster.publish(obj)
+
+    @work(exclusive=True, group="dashboard", exit_on_error=False)
+    async def find_dashboard(self) -> None:
+        self.bus.dashboard.publish(await self.session.dashboard())
+
+    # --- pod actions (Monitor's pods table: logs, describe, delete) ---
+
+    @work(exclusive=True, group="pod_log", exit_on_error=False)
+    async def follow_pod_log(self, name: str, sink: Callable[[str], Any],
+                             ended: Callable[[str], Any]) -> None:
+        """Feed `sink` a pod's log until its container ends or stop_pod_log(); then `ended`
+        ("" or what went wrong: the error also goes to the one worker-error handler)."""
+        if self.session is None:
+            return
+        try:
+            async for text in self.session.pod_log(name):
+                sink(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            ended(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+            raise
+        ended("")
+
+    def stop_pod_log(self) -> None:
+        self.workers.cancel_group(self, "pod_log")
+
+    @work(exclusive=True, group="describe", exit_on_error=False)
+    async def describe_pod(self, name: str, sink: Callable[[Any, list[Any]], Any]) -> None:
+        if self.session is not None:
+            sink(*await self.session.describe_pod(name))
+
+    @work(group="delete pod", exit_on_error=False)
+    async def delete_pod(self, name: str) -> None:
+        if self.session is None:
+            return
+        await self.session.delete_pod(name)
+        self.notify(f"{name} deleted: KubeRay creates a replacement; a job running on it sees"
+                    " what a preemption looks like", title="Pod deleted", timeout=10)
 
     @work(exclusive=True, group="kube_events", exit_on_error=False)
     async def poll_kube_events(self) -> None:

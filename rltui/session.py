@@ -247,6 +247,39 @@ class Session:
         kube = await self.context().kube()
         return await kube.events()
 
+    async def raycluster_events(self) -> AsyncIterator[dict[str, Any]]:
+        """The config's RayCluster as a watch sees it: the object on every change, {} while
+        there is none (deleted, or not created yet)."""
+        ctx = self.context()
+        kube = await ctx.kube()
+        async for event in kube.watch("rayclusters",
+                                      field_selector=f"metadata.name={ctx.cfg.cluster_name}"):
+            if event.type == "DELETED" or (event.type == "SYNCED" and not event.obj.get("count")):
+                yield {}
+            elif event.type != "SYNCED":
+                yield event.obj
+
+    async def dashboard(self) -> str:
+        """The Ray dashboard's address (the context's port-forward, opened once)."""
+        return await self.context().dashboard()
+
+    async def pod_log(self, name: str, tail_lines: int = 500) -> AsyncIterator[str]:
+        """A pod's container log: its last lines, then new text until its container ends."""
+        kube = await self.context().kube()
+        async for text in kube.pod_log(name, follow=True, tail_lines=tail_lines):
+            yield text
+
+    async def describe_pod(self, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The pod (None once gone) and its Events (involvedObject.name=NAME), as kubectl
+        describe fetches them."""
+        kube = await self.context().kube()
+        return await kube.get("pods", name), await kube.events(name)
+
+    async def delete_pod(self, name: str) -> None:
+        """Delete a pod (KubeRay then creates a replacement); returns once the API accepted it."""
+        kube = await self.context().kube()
+        await kube.delete("pods", name, wait=False)
+
     # --- metrics ---
 
     async def lustre_metrics(self, minutes: float = 30.0) -> dict[str, Any]:

@@ -288,6 +288,47 @@ class KubeAdapter:
             return stamp
         return sorted(items, key=when)
 
+    # ----- a pod's container log ----------------------------------------------------------
+    async def pod_log(self, name: str, *, follow: bool = False, tail_lines: int | None = 500,
+                      container: str | None = None, namespace: str | None = None
+                      ) -> AsyncGenerator[str, None]:
+        """The container log (`read_namespaced_pod_log`, GET pods/NAME/log): the last
+        `tail_lines` lines, then, with `follow`, new text as the kubelet sends it until the
+        container ends or the caller stops iterating. A pod not started yet answers 400 with
+        the waiting reason, a missing one 404: both become a CloudError with the API's words
+        (the Kubernetes API reference, "Read log of the specified Pod")."""
+        from kubernetes.aio.client.exceptions import ApiException
+
+        if self.api is None:
+            raise RuntimeError("KubeAdapter.connect() first")
+        query = {k: v for k, v in (("container", container), ("tail_lines", tail_lines),
+                                   ("follow", follow or None)) if v is not None}
+        what = f"log of pod {name}"
+        fn = self._apis["CoreV1Api"].read_namespaced_pod_log_without_preload_content
+        try:
+            resp = await fn(name=name, namespace=namespace or self.namespace, **query,
+                            _request_timeout=None if follow else CALL_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - sorted by classify
+            raise classify(exc, what) from exc
+        try:
+            if resp.status != 200:
+                raw = await resp.read()
+                try:
+                    reason = json.loads(raw).get("message") or resp.reason or ""
+                except ValueError:
+                    reason = resp.reason or ""
+                raise classify(ApiException(status=resp.status, reason=reason), what)
+            while True:
+                try:
+                    chunk = await resp.content.readany()
+                except Exception as exc:  # noqa: BLE001 - a cut connection
+                    raise classify(exc, what) from exc
+                if not chunk:
+                    return
+                yield chunk.decode(errors="replace")
+        finally:
+            resp.release()
+
     # ----- watches ----------------------------------------------------------------------
     async def watch(self, kind: str, *, label_selector: str | None = None,
                     field_selector: str | None = None, namespace: str | None = None,

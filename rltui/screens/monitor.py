@@ -1,4 +1,11 @@
-"""Monitor: the pods (watch) beside the job's log, the job strip, checkpoints, recent Events."""
+"""Monitor: the pods (watch), the job's log, the job strip, checkpoints, recent Events.
+
+Two layouts on one grid, picked by width: below 120 columns the pods sit over the strip,
+checkpoints and events in a 47-column pane beside the log (so at 80x24 the log keeps 32
+columns and every row; checkpoints show the newest two and events what room is left, both
+whole in their full view); from 120 columns the pods span the screen on top (whole node names,
+GPU and CPU) over the side pane and the log. The Ray dashboard's address is under the pods.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,9 @@ from typing import Any, Callable, Iterable
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ..plan.pods import KubeEvent
 from ..joblog import CheckpointEvent, TrainingStep
@@ -19,11 +26,14 @@ from ..widgets.checkpoints import CheckpointsList
 from ..widgets.chrome import HeaderInfo
 from ..widgets.jobstrip import JobStrip
 from ..widgets.logpane import JobLogPane
+from ..widgets.poddetail import ConfirmDeletePod, PodDescribeView, PodLogView
 from ..widgets.pods import PodsTable, age_text, tail
 from .base import WizardScreen
 
 RECENT_EVENTS = 20
-NO_WATCH = "no watch yet: it starts when the RayCluster is up"
+NO_WATCH = "no watch: waits for the RayCluster"
+NO_DASHBOARD = "once the RayCluster is up"
+WIDE = 120   # from this width the pods span the screen
 
 
 def _when(event: dict) -> float | None:
@@ -38,7 +48,7 @@ def _when(event: dict) -> float | None:
     return None
 
 
-class RecentEvents(Widget):
+class RecentEvents(Widget, can_focus=True):
     """Kubernetes Events, newest first: age, reason, object, message (warnings stand out)."""
 
     COMPONENT_CLASSES = {"events--warning", "events--dim"}
@@ -58,6 +68,19 @@ class RecentEvents(Widget):
         dated = sorted(events, key=lambda e: _when(e) or 0.0, reverse=True)
         self.events = dated[:RECENT_EVENTS]
         self.refresh(layout=True)
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """Every event whole: age, type, reason, kind/name, message."""
+        if not self.events:
+            return None
+        now, lines = self.now(), []
+        for ev in self.events:
+            when, obj = _when(ev), ev.get("involvedObject") or {}
+            age = age_text(max(0.0, now - when)) if when else "?"
+            lines.append(f"{age:>5}  {ev.get('type', '')}  {ev.get('reason', '')}  "
+                         f"{(obj.get('kind') or '').lower()}/{obj.get('name', '')}")
+            lines.append("       " + " ".join(str(ev.get("message", "")).split()))
+        return "Recent events", lines
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return max(1, 2 * len(self.events))
@@ -86,47 +109,77 @@ class RecentEvents(Widget):
                 lines.append(line)
         return Text("\n").join(lines)
 
-
 class MonitorScreen(WizardScreen):
     MODE = "monitor"
     TITLE = "Monitor"
     BINDINGS = [
         Binding("ctrl+f", "search", "search log", tooltip="Search the job log (enter: older match)"),
         Binding("ctrl+e", "follow", "follow log", tooltip="Back to the newest lines and keep following"),
+        # Enter anywhere on Monitor (not typed into the search box): the selected pod's log.
+        Binding("enter", "pod_logs", "pod logs", show=False),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.now: Callable[[], float] = time.time
-        self._state_pending = False
+        self._arranged = False
 
     def compose_body(self) -> ComposeResult:
-        with Horizontal(id="monitor-body"):
-            with Vertical(id="monitor-left"):
+        with Grid(id="monitor-body"):
+            with Vertical(id="pods-pane"):
                 with Horizontal(id="pods-bar", classes="bar"):
                     yield Static("Pods", classes="bar-title")
                     yield Static(Text(NO_WATCH, style="dim"), id="pods-state", classes="bar-state")
                 yield PodsTable(now=lambda: self.now(), id="pods")
-                yield Static("", id="pod-detail")
+                with Horizontal(id="dashboard-bar", classes="bar"):
+                    yield Static("Ray dashboard", classes="bar-title")
+                    yield Static(Text(NO_DASHBOARD, style="dim"), id="dashboard")
+            yield JobLogPane(id="log-pane")
+            with Vertical(id="monitor-side"):
                 yield JobStrip(id="job-strip")
                 yield Static("Checkpoints", classes="bar-title")
                 with VerticalScroll(id="checkpoints-box"):
                     yield CheckpointsList(id="checkpoints")
                 yield Static("Recent events", classes="bar-title")
-                with VerticalScroll(id="events-box"):
+                with VerticalScroll(id="events-box", can_focus=False):
                     yield RecentEvents(now=lambda: self.now(), id="events")
-            yield JobLogPane(id="log-pane")
 
     def on_mount(self) -> None:
         self._set_prefix(self.wizard.header_info)
+        self.query_one(PodsTable).on_change = self._show_pods_state
         bus = self.wizard.bus  # each topic replays what came before this screen existed
+        bus.dashboard.subscribe(self, self._on_dashboard)
+        bus.raycluster.subscribe(self, self._on_raycluster)  # after: {} clears the address
         bus.pod_event.subscribe(self, self._on_pod_event)
         bus.log_lines.subscribe(self, self._on_log_lines)
         bus.job_status.subscribe(self, self._on_job_status)
         bus.step_record.subscribe(self, self._on_step_record)
         bus.checkpoint.subscribe(self, self._on_checkpoint)
         bus.kube_events.subscribe(self, self._on_kube_events)
+        self._arrange(self.app.size.width)
         self.query_one("#job-log").focus()
+
+    def on_resize(self) -> None:
+        self._arrange(self.app.size.width)
+
+    def on_screen_resume(self) -> None:
+        # A terminal resized while another mode was shown sends this screen no Resize.
+        self._arrange(self.app.size.width)
+
+    def _arrange(self, width: int) -> None:
+        """Narrow: [pods | log] over [side | log]; wide: pods across, then [side | log]. The
+        grid fills its cells in child order, so the side pane moves before or after the log."""
+        body = self.query_one("#monitor-body")
+        wide = width >= WIDE
+        if self._arranged and body.has_class("-wide") == wide:
+            return
+        self._arranged = True
+        body.set_class(wide, "-wide")
+        side, log = self.query_one("#monitor-side"), self.query_one("#log-pane")
+        if wide:
+            body.move_child(side, before=log)
+        else:
+            body.move_child(log, before=side)
 
     def set_clock(self, now: Callable[[], float]) -> None:
         """Ages are relative to this clock (tests fix it)."""
@@ -145,6 +198,14 @@ class MonitorScreen(WizardScreen):
         prefix = f"{info.cluster}-" if info.cluster else ""
         self.query_one(PodsTable).prefix = self.query_one(RecentEvents).prefix = prefix
 
+    def _on_raycluster(self, raycluster: dict[str, Any]) -> None:
+        self.query_one(PodsTable).set_raycluster(raycluster)
+        if not raycluster:  # deleted (or none yet): no dashboard behind the address
+            self.query_one("#dashboard", Static).update(Text(NO_DASHBOARD, style="dim"))
+
+    def _on_dashboard(self, url: str) -> None:
+        self.query_one("#dashboard", Static).update(Text(url, style="bold"))
+
     def _on_pod_event(self, event: KubeEvent) -> None:
         table = self.query_one(PodsTable)
         for name in table.apply(event):
@@ -154,33 +215,21 @@ class MonitorScreen(WizardScreen):
                 " it from the newest checkpoint once the cluster is whole (a job submitted with"
                 " --no-recover: resubmit it on the Job screen)",
                 title="Worker preempted", severity="error", timeout=15)
-        if not self._state_pending:  # once per frame: a replayed watch brings thousands
-            self._state_pending = True
-            self.call_after_refresh(self._show_pods_state)
 
     def _show_pods_state(self) -> None:
-        self._state_pending = False
+        """Counts against the RayCluster's desired size: "9/9 running · 1 replaced"."""
         table = self.query_one(PodsTable)
-        rows = table.pod_rows()
         state = Text()
-        if not rows and not table.synced:
+        if not table.pod_rows() and not table.synced:
             state.append(NO_WATCH, style="dim")
         else:
-            live = sum(r.phase == "Running" for r in rows)
-            state.append("watch · ", style="dim").append(f"{live}/{len(rows)} running")
-            gone = table.preempted_count
-            if gone:
-                state.append(f"  {gone} PREEMPTED", style="bold reverse")
+            s = table.summary()
+            state.append("watch · ", style="dim").append(f"{s.running}/{s.wanted} running")
+            if s.replaced:
+                state.append(f" · {len(s.replaced)} replaced", style="dim")
+            if s.outstanding:
+                state.append(f"  {s.outstanding} PREEMPTED", style="bold reverse")
         self.query_one("#pods-state", Static).update(state)
-
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        row = self.query_one(PodsTable).row_at(event.cursor_row)
-        detail = self.query_one("#pod-detail", Static)
-        if row is None:
-            detail.update("")
-            return
-        detail.update(Text.assemble(("pod  ", "dim"), (row.name, "bold"), ("\nnode ", "dim"),
-                                    row.node or "(not scheduled)"))
 
     def _on_log_lines(self, lines: list[str]) -> None:
         self.query_one(JobLogPane).write_lines(lines)
@@ -197,6 +246,34 @@ class MonitorScreen(WizardScreen):
     def _on_kube_events(self, events: list[dict]) -> None:
         self.query_one(RecentEvents).set_events(events)
 
+    # --- pod actions (the pods table's k9s keys, and the palette) ---
+
+    def on_pods_table_action(self, message: PodsTable.Action) -> None:
+        message.stop()
+        self.pod_action(message.verb, message.name)
+
+    def pod_action(self, verb: str, name: str | None = None) -> None:
+        """logs / describe / delete for `name` (default: the table's selected pod). The app's
+        workers do the calls; their errors reach its one worker-error handler."""
+        table = self.query_one(PodsTable)
+        row = next((r for r in table.pod_rows() if r.name == name), None) if name else table.selected()
+        if row is None:
+            self.wizard.notify("no pod selected: the table fills once the watch runs", title="Pods")
+            return
+        if verb == "logs":
+            view = PodLogView(row.name, on_close=self.wizard.stop_pod_log)
+            self.wizard.push_screen(view)
+            self.wizard.follow_pod_log(row.name, view.write, view.end)
+        elif verb == "describe":
+            described = PodDescribeView(row.name, now=lambda: self.now())
+            self.wizard.push_screen(described)
+            self.wizard.describe_pod(row.name, described.show)
+        elif verb == "delete":
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.wizard.delete_pod(row.name)
+            self.wizard.push_screen(ConfirmDeletePod(row.name, row.type), confirmed)
+
     # --- actions (also in the command palette) ---
 
     def system_commands(self) -> Iterable[SystemCommand]:
@@ -204,6 +281,14 @@ class MonitorScreen(WizardScreen):
                             self.search_log)
         yield SystemCommand("Monitor: back to the newest lines", "Follow the log again (ctrl+e)",
                             self.follow_log)
+        for verb, title, help in (
+                ("logs", "logs of the selected pod", "Its container log, following (enter or l)"),
+                ("describe", "describe the selected pod", "Node, conditions, requests, Events (d)"),
+                ("delete", "delete the selected pod", "After a confirmation; KubeRay recreates it (ctrl+d)")):
+            yield SystemCommand(f"Monitor: {title}", help, lambda verb=verb: self.pod_action(verb))
+
+    def action_pod_logs(self) -> None:
+        self.pod_action("logs")
 
     def search_log(self) -> None:
         self.action_search()

@@ -1,7 +1,15 @@
-"""The RayCluster's pods as a watch reports them, with a preempted worker flagged at once.
+"""The RayCluster's pods as a watch reports them (k9s's view), with a preempted worker
+flagged at once and counted against the RayCluster's desired size.
 
 A pod deleted by Spot preemption or node loss keeps its row, marked PREEMPTED, so the user
-sees which worker went; a pod deleted the ordinary way leaves the table.
+sees which worker went; once its group runs whole again the row stays, dimmed and marked
+"replaced", so the preemption stays visible after the recovery (the newest KEEP_REPLACED
+only: a long run with many preemptions must not fill the table). A pod deleted the ordinary
+way leaves the table.
+
+Columns drop by priority as the table narrows: NAME, PHASE, R and AGE always; then NODE (a
+short suffix; the whole name once there is room, and always in describe), TYPE, GPU, CPU.
+Keys (k9s): enter or `l` logs, `d` describe, ctrl+d delete (the screen confirms first).
 """
 
 from __future__ import annotations
@@ -10,32 +18,23 @@ import time
 from typing import Callable
 
 from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable
 
-from ..plan.pods import KubeEvent, PodRow, pod_row
+from ..plan.pods import KubeEvent, PodRow, PodsSummary, age_text, desired_sizes, pod_row, summarize
 
-COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "R", "AGE")
-FIXED = {"TYPE": 6, "NODE": 5, "PHASE": 17, "R": 2, "AGE": 5}
+__all__ = ["PodsTable", "age_text", "layout", "tail"]
+
+COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "GPU", "CPU", "R", "AGE")
+WIDTH = {"TYPE": 6, "PHASE": 11, "GPU": 3, "CPU": 4, "R": 2, "AGE": 5}
+NAME_MIN, NODE_SHORT, PHASE_WIDE = 13, 5, 17
+# What is added, in this order, while NAME keeps NAME_MIN columns (PHASE+ only while the
+# longest name still fits whole).
+OPTIONAL = ("NODE", "TYPE", "GPU", "CPU", "NODE+", "PHASE+")
 WAITING = {"Pending", "ContainerCreating", "PodInitializing", "Terminating", "Init:0/1"}
-
-
-def age_text(seconds: float) -> str:
-    """kubectl's AGE column (HumanDuration)."""
-    s = int(seconds)
-    m, h, d = s // 60, s // 3600, s // 86400
-    if s < 120:
-        return f"{s}s"
-    if m < 10:
-        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
-    if h < 3:
-        return f"{m}m"
-    if h < 8:
-        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
-    if h < 48:
-        return f"{h}h"
-    if d < 8:
-        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
-    return f"{d}d"
+KEEP_REPLACED = 5
+REPLACED = "replaced"
 
 
 def tail(text: str, width: int) -> str:
@@ -43,27 +42,74 @@ def tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
+def layout(width: int, padding: int, node_len: int, name_len: int = 0) -> dict[str, int]:
+    """Column widths for a table `width` wide: NAME takes what the others leave."""
+    cols = {"NAME": NAME_MIN, "PHASE": WIDTH["PHASE"], "R": WIDTH["R"], "AGE": WIDTH["AGE"]}
+
+    def room(trial: dict[str, int]) -> int:
+        return width - sum(w for k, w in trial.items() if k != "NAME") - 2 * padding * len(trial)
+
+    for extra in OPTIONAL:
+        trial = dict(cols)
+        if extra == "NODE":
+            trial["NODE"] = NODE_SHORT
+        elif extra == "NODE+":
+            if "NODE" not in cols or node_len <= NODE_SHORT:
+                continue
+            trial["NODE"] = node_len
+        elif extra == "PHASE+":
+            trial["PHASE"] = PHASE_WIDE
+            if room(trial) < name_len:
+                continue
+        else:
+            trial[extra] = WIDTH[extra]
+        if room(trial) < NAME_MIN:
+            break
+        cols = trial
+    cols["NAME"] = max(NAME_MIN, room(cols))
+    return {k: cols[k] for k in COLUMNS if k in cols}
+
+
 class PodsTable(DataTable):
     """Rows from `pod_event`s; `apply()` returns the pods it has just seen preempted."""
 
-    COMPONENT_CLASSES = {"pods--preempted", "pods--waiting", "pods--failed", "pods--running"}
+    COMPONENT_CLASSES = {"pods--preempted", "pods--waiting", "pods--failed", "pods--running",
+                         "pods--replaced"}
     DEFAULT_CSS = """
     PodsTable > .pods--preempted { color: $error; text-style: bold; }
     PodsTable > .pods--failed { color: $error; }
     PodsTable > .pods--waiting { color: $warning; }
     PodsTable > .pods--running { color: $success; }
+    PodsTable > .pods--replaced { color: $text-muted; }
     """
+    BINDINGS = [
+        Binding("enter", "pod('logs')", "logs", tooltip="The selected pod's log (follows)"),
+        Binding("l", "pod('logs')", "logs", show=False),
+        Binding("d", "pod('describe')", "describe", tooltip="Node, conditions, requests, Events"),
+        Binding("ctrl+d", "pod('delete')", "delete pod", tooltip="Delete the pod (asks first)"),
+    ]
+
+    class Action(Message):
+        """The user asked for `verb` (logs / describe / delete) on pod `name`."""
+
+        def __init__(self, name: str, verb: str) -> None:
+            super().__init__()
+            self.name, self.verb = name, verb
 
     def __init__(self, *, now: Callable[[], float] = time.time, prefix: str = "", **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.now = now
         self.prefix = prefix          # "<cluster>-": left out of NAME (the title shows it)
         self.synced = False
+        self.desired: dict[str, int] = {}   # per group, from the RayCluster ({}: not known)
         self._pods: dict[str, tuple[dict, bool]] = {}   # name -> (object, gone)
-        self._flagged: set[str] = set()
+        self._flagged: dict[str, int] = {}     # preempted pod -> when the watch showed it gone
+        self._born: dict[str, int] = {}        # pod -> when the watch first showed it
+        self._seq = 0                          # the order of those two (not clocks: no skew)
         self._order: list[str] = []
-        self._name_width = 0
+        self._widths: dict[str, int] = {}
         self._redraw_pending = False
+        self.on_change: Callable[[], None] | None = None   # after every redraw (the counts)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)  # ages move on
@@ -81,6 +127,8 @@ class PodsTable(DataTable):
         if not name:
             return []
         gone = event.type == "DELETED"
+        self._seq += 1
+        self._born.setdefault(name, self._seq)
         row = pod_row(event.obj, gone=gone, now=self.now())
         if gone and row.phase != "PREEMPTED":
             self._pods.pop(name, None)
@@ -88,63 +136,118 @@ class PodsTable(DataTable):
             self._pods[name] = (event.obj, gone)
         self._schedule_redraw()
         if row.phase == "PREEMPTED" and name not in self._flagged:
-            self._flagged.add(name)
+            self._flagged[name] = self._seq
             return [name]
         return []
 
+    def set_raycluster(self, raycluster: dict | None) -> None:
+        """The RayCluster's spec gives the size each group should have ({}: none)."""
+        self.desired = desired_sizes(raycluster)
+        self._schedule_redraw()
+
+    def summary(self) -> PodsSummary:
+        rows = [pod_row(obj, gone=gone, now=self.now()) for obj, gone in self._pods.values()]
+        return summarize(rows, self.desired, self._flagged, self._born)
+
     def pod_rows(self) -> list[PodRow]:
+        """Live pods (head first), then outstanding preemptions, then the newest replaced."""
         now = self.now()
         rows = [pod_row(obj, gone=gone, now=now) for obj, gone in self._pods.values()]
+        done = summarize(rows, self.desired, self._flagged, self._born).replaced
+        if len(done) > KEEP_REPLACED:  # the oldest go: the table stays about the cluster
+            for name in sorted(done, key=lambda n: self._flagged.get(n, 0))[:len(done) - KEEP_REPLACED]:
+                self._pods.pop(name, None)
+        rows = [r for r in rows if r.name in self._pods]
         rank = {"head": 0, "worker": 1}
-        return sorted(rows, key=lambda r: (rank.get(r.type, 2), r.name))
+        return sorted(rows, key=lambda r: (r.name in done, rank.get(r.type, 2), r.name))
 
     @property
     def preempted_count(self) -> int:
-        return sum(r.phase == "PREEMPTED" for r in self.pod_rows())
+        """Preempted pods whose replacement does not run yet."""
+        return self.summary().outstanding
 
     def row_at(self, row_index: int) -> PodRow | None:
         rows = self.pod_rows()
         return rows[row_index] if 0 <= row_index < len(rows) else None
 
+    def selected(self) -> PodRow | None:
+        return self.row_at(self.cursor_row) if self.row_count else None
+
+    def action_pod(self, verb: str) -> None:
+        row = self.selected()
+        if row is not None:
+            self.post_message(self.Action(row.name, verb))
+
+    # --- the pane protocol (full view, copy) ---
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """Every column, names and nodes whole, and the counts."""
+        rows = self.pod_rows()
+        if not rows:
+            return None
+        s = self.summary()
+        head = f"{s.running}/{s.wanted} running" + (f" · {len(s.replaced)} replaced" if s.replaced else "") \
+            + (f" · {s.outstanding} PREEMPTED" if s.outstanding else "")
+        table = [("NAME", "TYPE", "NODE", "PHASE", "GPU", "CPU", "R", "AGE")]
+        table += [(r.name, r.type or "-", r.node or "-", REPLACED if r.name in s.replaced else r.phase,
+                   r.gpu or "-", r.cpu or "-", str(r.restarts), age_text(r.age_s)) for r in rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        return "Pods", [head, ""] + ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                                     for row in table]
+
     # --- drawing ---
 
     def _columns(self) -> None:
-        width = self.size.width or 60
-        fixed = sum(FIXED.values()) + 2 * self.cell_padding * len(COLUMNS)
-        name_width = max(12, width - fixed)
-        if name_width == self._name_width and self.columns:
+        width = (self.size.width or 60) - (2 if self.show_vertical_scrollbar else 0)
+        nodes = [len(obj.get("spec", {}).get("nodeName") or "") for obj, _ in self._pods.values()]
+        names = [len(self._short(n)) for n in self._pods]
+        widths = layout(width, self.cell_padding, max(nodes, default=0), max(names, default=0))
+        if widths == self._widths and self.columns:
             return
-        self._name_width = name_width
+        self._widths = widths
         self.clear(columns=True)
         self._order = []
-        for label in COLUMNS:
-            self.add_column(label, width=FIXED.get(label, name_width), key=label)
+        for label, w in widths.items():
+            self.add_column(label, width=w, key=label)
 
     def on_resize(self) -> None:
         self.redraw()
 
-    def _cells(self, row: PodRow) -> list[Text]:
-        if row.phase == "PREEMPTED":
-            style = self.get_component_rich_style("pods--preempted")
-            phase_style = style
+    def _short(self, name: str) -> str:
+        return name[len(self.prefix):] if self.prefix and name.startswith(self.prefix) else name
+
+    def _cells(self, row: PodRow, replaced: frozenset[str]) -> list[Text]:
+        phase = row.phase
+        if row.name in replaced:
+            style = phase_style = self.get_component_rich_style("pods--replaced")
+            phase = REPLACED
+        elif row.phase == "PREEMPTED":
+            style = phase_style = self.get_component_rich_style("pods--preempted")
         else:
             style = None
             phase_style = self.get_component_rich_style(
                 "pods--running" if row.phase in ("Running", "Completed") else
                 "pods--waiting" if row.phase in WAITING else "pods--failed")
-        name = row.name[len(self.prefix):] if self.prefix and row.name.startswith(self.prefix) else row.name
-        node = row.node.rsplit("-", 1)[-1] if row.node else "-"
-        values = [tail(name, self._name_width), row.type or "-", tail(node, FIXED["NODE"]),
-                  row.phase, str(row.restarts), age_text(row.age_s)]
-        cells = [Text(v, style=style or "") for v in values]
-        cells[3] = Text(row.phase, style=phase_style)
-        return cells
+        name = self._short(row.name)
+        w = self._widths
+        node = row.node or "-"
+        if w.get("NODE", 0) < len(node):
+            node = row.node.rsplit("-", 1)[-1] if row.node else "-"
+        values = {"NAME": tail(name, w["NAME"]), "TYPE": row.type or "-",
+                  "NODE": tail(node, w.get("NODE", NODE_SHORT)),
+                  "PHASE": phase if len(phase) <= w["PHASE"] else phase[:w["PHASE"] - 1] + "…",
+                  "GPU": row.gpu or "-", "CPU": row.cpu or "-", "R": str(row.restarts),
+                  "AGE": age_text(row.age_s)}
+        return [Text(values[k], style=(phase_style if k == "PHASE" else style) or "")
+                for k in w]
 
     def _schedule_redraw(self) -> None:
-        """One redraw per frame, however many events came (a replayed watch brings thousands)."""
+        """One redraw per 50 ms, however many events came (a replayed watch brings thousands).
+        A timer of this widget's own, not call_after_refresh: that one runs on the top screen
+        and is lost with it when a modal (the palette, a pod's log) closes first."""
         if not self._redraw_pending:
             self._redraw_pending = True
-            self.call_after_refresh(self.redraw)
+            self.set_timer(0.05, self.redraw)
 
     def redraw(self) -> None:
         self._redraw_pending = False
@@ -152,16 +255,19 @@ class PodsTable(DataTable):
             return
         self._columns()
         rows = self.pod_rows()
+        replaced = self.summary().replaced
+        if self.on_change is not None:
+            self.on_change()
         names = [r.name for r in rows]
         if names != self._order:
             cursor = self.cursor_row
             self.clear()
             for row in rows:
-                self.add_row(*self._cells(row), key=row.name)
+                self.add_row(*self._cells(row, replaced), key=row.name)
             self._order = names
             if rows:
                 self.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
             return
         for row in rows:
-            for label, cell in zip(COLUMNS, self._cells(row)):
+            for label, cell in zip(self._widths, self._cells(row, replaced)):
                 self.update_cell(row.name, label, cell)

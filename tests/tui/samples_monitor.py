@@ -1,4 +1,5 @@
-"""Deterministic data for the Monitor screen: 8 workers + head (one preempted), a NeMo-RL
+"""Deterministic data for the Monitor screen: 8 workers + head (one preempted), the
+RayCluster (1 head + 8 workers, as the codelab's manifest), the replacement worker, a NeMo-RL
 step block, step records, two checkpoints and recent Events. Times are fixed: NOW below."""
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ HEADER = HeaderInfo(mode="SANDBOX", project="team-rl-sandbox-42", cluster=CLUSTE
                     job="RUNNING 5/20", clock="12:04")
 WORKER_SUFFIXES = ("2b9xk", "4mzq7", "7hq3d", "9qzpl", "c5t8w", "fk2rn", "m3v6j", "x8d4s")
 PREEMPTED = f"{CLUSTER}-gpu-worker-group-worker-9qzpl"
+REPLACEMENT = f"{CLUSTER}-gpu-worker-group-worker-q1w2e"
+GROUP = "gpu-worker-group"
+# The codelab's requests (rltui/manifests.py): head 8 CPU (limit 32), workers 8 GPU, 100 CPU.
+HEAD_RESOURCES = {"limits": {"cpu": "32", "memory": "1000Gi"}, "requests": {"cpu": "8", "memory": "64Gi"}}
+WORKER_RESOURCES = {"limits": {"nvidia.com/gpu": 8, "cpu": "100", "memory": "1000Gi"},
+                    "requests": {"nvidia.com/gpu": 8, "cpu": "100", "memory": "1000Gi"}}
 
 
 def stamp(t: float) -> str:
@@ -33,12 +40,19 @@ def pod(name: str, kind: str, node_name: str | None, *, phase: str = "Running",
     state = {"waiting": {"reason": waiting}} if waiting else (
         {"running": {}} if phase == "Running" else {})
     meta = {"name": name, "namespace": "default", "creationTimestamp": stamp(NOW - age_s),
-            "labels": {"ray.io/cluster": CLUSTER, "ray.io/node-type": kind}}
+            "labels": {"ray.io/cluster": CLUSTER, "ray.io/node-type": kind,
+                       "ray.io/group": "headgroup" if kind == "head" else GROUP}}
     if deleting:
         meta["deletionTimestamp"] = stamp(NOW)
+    container = {"name": "ray-head" if kind == "head" else "ray-worker",
+                 "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
+                 "resources": HEAD_RESOURCES if kind == "head" else WORKER_RESOURCES}
+    spec: dict = {"containers": [container]}
+    if node_name:
+        spec["nodeName"] = node_name
     return {
         "metadata": meta,
-        "spec": {"nodeName": node_name} if node_name else {},
+        "spec": spec,
         "status": {"phase": phase,
                    "containerStatuses": [{"name": "ray", "restartCount": restarts, "state": state}]},
     }
@@ -60,6 +74,26 @@ def pod_events() -> list[KubeEvent]:
     events.append(KubeEvent("SYNCED", {"count": 9}))
     events.append(KubeEvent("DELETED", worker(3, age_s=6820)))
     return events
+
+
+def raycluster(replicas: int = 8) -> dict:
+    """The codelab's RayCluster as the API returns it (spec only: what the counts need)."""
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": CLUSTER, "namespace": "default"},
+            "spec": {"rayVersion": "2.54.0", "headGroupSpec": {},
+                     "workerGroupSpecs": [{"groupName": GROUP, "replicas": replicas,
+                                           "minReplicas": replicas, "maxReplicas": replicas}]}}
+
+
+def replacement(phase: str = "Running") -> dict:
+    """The worker KubeRay created for the preempted one, on the node that came back."""
+    return pod(REPLACEMENT, "worker", node(3) if phase != "Pending" else None, phase=phase,
+               age_s=30)
+
+
+def recovered_events() -> list[KubeEvent]:
+    """After pod_events(): the replacement is scheduled, then runs."""
+    return [KubeEvent("ADDED", replacement("Pending")), KubeEvent("MODIFIED", replacement())]
 
 
 LOG = """\
@@ -133,3 +167,4 @@ def kube_events() -> list[dict]:
 
 
 JOB_STATUS = {"id": JOB_ID, "status": "RUNNING"}
+DASHBOARD = "http://127.0.0.1:41865"

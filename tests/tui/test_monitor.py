@@ -10,6 +10,7 @@ import resource
 import time
 from typing import Any
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input
 
@@ -44,6 +45,12 @@ def publish_all(app: RLTuiApp) -> None:
     app.bus.kube_events.publish(S.kube_events())
 
 
+async def settle(pilot: Any) -> None:
+    """Past the table's batched redraw (50 ms) and the frame after it."""
+    await pilot.pause(0.1)
+    await pilot.pause()
+
+
 def phases(screen: MonitorScreen) -> dict[str, str]:
     return {row.name: row.phase for row in screen.query_one(PodsTable).pod_rows()}
 
@@ -53,28 +60,56 @@ def shown(app: App) -> str:
     return html.unescape(app.export_screenshot()).replace("\xa0", " ")
 
 
-# --- snapshots ---
+# --- snapshots: empty, running with a preempted worker, after the recovery; 80x24 and 120x40 ---
 
-def test_monitor_running_with_preempted_worker(snap_compare, wizard_app):
+SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
+
+
+def publish_recovery(app: RLTuiApp) -> None:
+    app.bus.raycluster.publish(S.raycluster())
+    for event in S.recovered_events():
+        app.bus.pod_event.publish(event)
+    app.bus.dashboard.publish(S.DASHBOARD)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_monitor_running_with_preempted_worker(snap_compare, wizard_app, size):
+    app = wizard_app(S.HEADER)
+
+    async def run_before(pilot):
+        await open_monitor(app, pilot)
+        app.bus.raycluster.publish(S.raycluster())
+        publish_all(app)
+        await pilot.pause(0.1)
+        app.clear_notifications()  # the toast is checked in a pilot test; here, the screen
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_monitor_after_the_recovery(snap_compare, wizard_app, size):
     app = wizard_app(S.HEADER)
 
     async def run_before(pilot):
         await open_monitor(app, pilot)
         publish_all(app)
+        publish_recovery(app)
+        await pilot.pause(0.1)
+        app.clear_notifications()
         await pilot.pause()
-        app.clear_notifications()  # the toast is checked in a pilot test; here, the screen
-        await pilot.pause()
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
 
 
-def test_monitor_empty(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES)
+def test_monitor_empty(snap_compare, wizard_app, size):
     app = wizard_app(S.HEADER)
 
     async def run_before(pilot):
         await open_monitor(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
 
 
 # --- pods ---
@@ -89,28 +124,28 @@ async def test_pods_follow_the_watch_and_flag_a_preempted_worker(wizard_app):
         app.bus.pod_event.publish(KubeEvent("ADDED", S.head()))
         app.bus.pod_event.publish(KubeEvent("ADDED", pending))
         app.bus.pod_event.publish(KubeEvent("SYNCED", {"count": 2}))
-        await pilot.pause()
+        await settle(pilot)
         assert phases(screen) == {S.head()["metadata"]["name"]: "Running", name: "Pending"}
 
         app.bus.pod_event.publish(KubeEvent("MODIFIED", scheduled))
-        await pilot.pause()
+        await settle(pilot)
         assert phases(screen)[name] == "Running"
         table = screen.query_one(PodsTable)
         assert [str(c) for c in table.get_row(name)] == [
-            "…-worker-2b9xk", "worker", "a0k0", "Running", "0", "65s"]
+            "gpu-worker-group-worker-2b9xk", "worker", S.node(0), "Running", "8", "100", "0", "65s"]
 
         # Deleted the ordinary way (Terminating first): the row goes.
         other = S.worker(1, deleting=True)
         app.bus.pod_event.publish(KubeEvent("ADDED", S.worker(1)))
         app.bus.pod_event.publish(KubeEvent("DELETED", other))
-        await pilot.pause()
+        await settle(pilot)
         assert other["metadata"]["name"] not in phases(screen)
         assert not app._notifications
 
         # Deleted without ever terminating (pod GC after a Spot preemption): flagged, kept.
         app.bus.pod_event.publish(KubeEvent("DELETED", scheduled))
         app.bus.pod_event.publish(KubeEvent("DELETED", scheduled))  # a relist repeats it
-        await pilot.pause()
+        await settle(pilot)
         assert phases(screen)[name] == "PREEMPTED"
         notes = list(app._notifications)
         assert len(notes) == 1 and notes[0].severity == "error"
@@ -130,7 +165,7 @@ async def test_a_monitor_opened_late_shows_what_came_before(wizard_app):
             app.bus.log_lines.publish(numbered(start, 2000))
         t0 = time.perf_counter()
         screen = await open_monitor(app, pilot)
-        await pilot.pause()
+        await settle(pilot)
         opened_s = time.perf_counter() - t0
         assert phases(screen)[S.PREEMPTED] == "PREEMPTED" and len(phases(screen)) == 9
         log = screen.query_one(BoundedLog)
@@ -144,12 +179,12 @@ async def test_pod_ages_move_with_the_clock(wizard_app):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_monitor(app, pilot)
         app.bus.pod_event.publish(KubeEvent("ADDED", S.worker(2, age_s=100)))
-        await pilot.pause()
+        await settle(pilot)
         name = S.worker(2)["metadata"]["name"]
         table = screen.query_one(PodsTable)
         assert str(table.get_row(name)[-1]) == "100s"
         screen.set_clock(lambda: S.NOW + 3 * 3600)
-        await pilot.pause()
+        await settle(pilot)
         assert str(table.get_row(name)[-1]) == "3h1m"
 
 
