@@ -36,8 +36,9 @@ no later than the newer one began.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
+from itertools import pairwise
 
 from .joblog import CheckpointEvent, CheckpointSaveStarted, StepStarted, TimingTable
 
@@ -152,7 +153,7 @@ class SaveTimeline:
 
     def _bound_older_chains(self) -> None:
         """An older run ended before the next one began (at its offset 0)."""
-        for older, newer in zip(reversed(self._chains[:-1]), reversed(self._chains[1:])):
+        for newer, older in pairwise(reversed(self._chains)):
             if not math.isfinite(newer.best):
                 return
             older.anchor(newer.best)  # the newer run's origin, as an arrival after older's end

@@ -37,7 +37,7 @@ def run_log(steps: range, start: float = T0) -> tuple[list[tuple[float, str]], d
     for step in steps:
         part = step_lines(step, t)
         lines += part
-        starts.update({step: p for p, text in part if text.startswith("Saving")})
+        starts.update((step, p) for p, text in part if text.startswith("Saving"))
         t = part[-1][0]
     return lines, starts
 
