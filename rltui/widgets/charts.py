@@ -263,7 +263,11 @@ class Chart(PlotextPlot):
                              alignment="center")
         plt.ylim(low, top)
         if spec.yticks:
-            plt.yticks([t for t, _ in spec.yticks], [label for _, label in spec.yticks])
+            # More ticks than rows: plotext keeps an arbitrary one per row. Keep every k-th.
+            data_rows = max(2, height - 3 - (2 if spec.spans else 0))
+            k = max(1, math.ceil((len(spec.yticks) - 1) / (data_rows - 1)))
+            ticks = [t for i, t in enumerate(spec.yticks) if i % k == 0]
+            plt.yticks([t for t, _ in ticks], [label for _, label in ticks])
         if spec.xlim is not None:
             plt.xlim(*spec.xlim)
         if spec.xticks:

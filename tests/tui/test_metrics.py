@@ -135,7 +135,7 @@ async def test_at_80x24_one_chart_shows_tall_enough_and_v_picks_the_next(wizard_
             assert screen.query_one(pane).size.width >= 30
         for expected in ("read-chart", "reward-chart", "step-time-chart", "write-chart"):
             await pilot.press("v")
-            await pilot.pause(1.1)
+            await pilot.pause()
             assert [c.id for c in screen.query(Chart) if c.display] == [expected]
         await pilot.press("v")
         await pilot.pause(1.1)
@@ -269,3 +269,113 @@ def test_labels_shorten_then_thin_out_newest_first():
     assert fit_labels([5, 9, 13], alts, 40) == ["2", "4", "6"]
     assert fit_labels([5, 6, 7], alts, 40) == ["2", "", "6"]
     assert fit_labels([5, 5.5, 6], alts, 40) == ["", "", "6"]
+
+
+async def test_the_session_reads_the_instance_the_lustre_panel_shows(tmp_path):
+    """Session.lustre_instance over google-cloud-lustre against the sandbox's Lustre service:
+    absent, then the created instance's state, mount point, capacity and tier."""
+    import re
+    from pathlib import Path
+
+    import grpc
+
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.cloud.lustre import LustreAdapter
+    from rltui.sandbox.grpc_lustre import add_lustre_services
+    from rltui.sandbox.profile import Clock, LatencyProfile
+    from rltui.sandbox.services import CODELAB_APIS
+    from rltui.sandbox.world import World
+    from rltui.session import Session
+
+    speed = 6000.0  # a 12-minute create takes 0.12 s
+    world = World(tmp_path / "cloud", Clock(LatencyProfile.load(), speed=speed, seed=1),
+                  enabled_services=CODELAB_APIS)
+    server = grpc.aio.server()
+    add_lustre_services(server, world)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    endpoints = Endpoints(label="SANDBOX", grpc_target=f"127.0.0.1:{port}", time_scale=1 / speed)
+    env_path = tmp_path / "env.sh"
+    text = (Path(__file__).resolve().parents[2] / "assets" / "sandbox.env.sh").read_text()
+    env_path.write_text(re.sub(r'PROJECT_ID="[^"]*"', 'PROJECT_ID="metrics-lustre-panel"', text))
+    env_path.chmod(0o600)
+    session = Session(env_path, lambda: endpoints)
+    try:
+        assert await session.lustre_instance() == {"id": "rl-demo-gpu-lustre", "found": False}
+        adapter = LustreAdapter(endpoints, "metrics-lustre-panel", "us-east1-b")
+        await adapter.create("rl-demo-gpu-lustre", capacity_gib=9000, throughput=1000,
+                             network="default")
+        await adapter.wait_active("rl-demo-gpu-lustre", expected_s=0.12)
+        inst = await session.lustre_instance()
+        assert inst["found"] and inst["state"] == "ACTIVE"
+        assert inst["mount_point"] == f"{inst['ip']}@tcp:/lustre" and inst["ip"]
+        assert (inst["capacity_gib"], inst["throughput"]) == (9000, 1000)
+        assert inst["network"].endswith("/global/networks/default")
+        assert f"[dim]mount[/]    {inst['ip']}@tcp:/lustre" in lustre_lines(inst, None, 36)
+    finally:
+        await session.close()
+        await server.stop(None)
+        world.close()
+
+
+async def test_the_checkpoints_list_shows_each_saves_clock_time(wizard_app):
+    """Monitor's list takes the timed saves from the app's `saves` topic by itself."""
+    from rltui.widgets.checkpoints import CheckpointsList
+
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.switch_mode("monitor")
+        await pilot.pause()
+        app.bus.saves.publish(S.many_saves(4))
+        await pilot.pause()
+        title, lines = app.screen.query_one(CheckpointsList).pane_text()
+        rows = {line.split()[0]: line for line in lines[1:-1]}
+        for save in S.many_saves(4):
+            when = time.strftime("%H:%M:%S", time.gmtime(save.started))
+            assert f"{'~' if save.estimated else ' '}{when}" in rows[str(save.step)]
+            assert "40.0" in rows[str(save.step)]
+        assert lines[-1].startswith("~ estimated")
+
+
+class _LogOnlySession:
+    """Just what the app's follow_logs asks of a Session: the log, in two deliveries."""
+
+    def __init__(self, chunks: list[str], gap_s: float) -> None:
+        self.chunks, self.gap_s = chunks, gap_s
+
+    def last_job_id(self) -> str:
+        return "raysubmit_test"
+
+    def last_job_supervised(self) -> bool:
+        return False
+
+    async def close(self) -> None:
+        return None
+
+    async def follow_logs(self, on_text) -> str:
+        import asyncio
+
+        for chunk in self.chunks:
+            on_text(chunk)
+            await asyncio.sleep(self.gap_s)
+        return "SUCCEEDED"
+
+
+async def test_follow_logs_stamps_each_save_where_its_line_arrives(wizard_app):
+    """The app's follower: a live `Saving checkpoint` line is the save's moment (time.time()
+    at arrival), its step's `checkpointing` timer its duration; published on `saves`."""
+    step = ("========================= Step 2/2 =========================\n"
+            "▶ Training policy...\nSaving checkpoint for step 2...\n")
+    timing = ("⏱️  Timing:\n  • Total step time: 61.00s\n  • checkpointing: 0.40s (0.7%)\n"
+              "  • generation: 20.00s (33.0%)\n\n")
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.switch_mode("metrics")  # before the session: the screen starts no polls
+        app.session = _LogOnlySession([step, timing], gap_s=0.6)
+        before = time.time()
+        app.follow_logs()
+        await pilot.pause(1.6)
+        (save,) = app.bus.saves.last
+        assert before <= save.started <= before + 0.5 and not save.estimated
+        assert save.seconds == 0.4 and save.step == 2
+        assert app.screen.saves() == [save]
