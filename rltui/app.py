@@ -373,6 +373,8 @@ class RLTuiApp(App):
         self._log_buffer = []
         for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
             topic.history.clear()
+        self._save_timeline = None
+        self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
         self.set_header(job="PENDING" if job_id else "")
         self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
                                      "reset": True})

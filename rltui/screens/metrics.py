@@ -277,6 +277,7 @@ class MetricsScreen(WizardScreen):
         bus.saves.subscribe(self, self._on_saves)
         bus.lustre.subscribe(self, self._on_lustre)
         bus.step_record.subscribe(self, self._on_step_record)
+        bus.job_status.subscribe(self, self._on_job_status)
         if self.wizard.session is not None:
             self._poll()
 
@@ -305,6 +306,11 @@ class MetricsScreen(WizardScreen):
         self._layout(event.size.width, event.size.height)
         self.call_after_refresh(self._redraw_all)
 
+    def on_screen_resume(self) -> None:  # resized while another screen was shown
+        if self.compact != (self.app.size.width < WIDE_COLS or self.app.size.height < TALL_ROWS):
+            self._layout(self.app.size.width, self.app.size.height)
+            self.call_after_refresh(self._redraw_all)
+
     def _layout(self, width: int, height: int) -> None:
         compact = width < WIDE_COLS or height < TALL_ROWS
         self.set_class(compact, "-compact")
@@ -331,6 +337,14 @@ class MetricsScreen(WizardScreen):
     def _on_lustre(self, inst: dict[str, Any]) -> None:
         self._lustre = inst
         self._draw_lustre()
+
+    def _on_job_status(self, status: dict[str, Any]) -> None:
+        if status.get("reset"):  # a new job, or none after teardown: nothing of the old one
+            self._saves, self._records = {}, {}
+            self._redraw_all()
+            for name in ("reward", "step-time"):
+                self.query_one(f"#{name}-chart", Chart).show(
+                    ChartSpec(empty=NO_REWARD if name == "reward" else NO_STEP_TIME))
 
     def _on_step_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record

@@ -48,9 +48,15 @@ class CheckpointsList(Widget):
         self._saved: dict[int, CheckpointEvent | Save] = {}
 
     def on_mount(self) -> None:
-        topic = getattr(getattr(self.app, "bus", None), "saves", None)
-        if topic is not None:
-            topic.subscribe(self, self.show)
+        bus = getattr(self.app, "bus", None)
+        if bus is not None:
+            bus.saves.subscribe(self, self.show)
+            bus.job_status.subscribe(self, self._on_job_status)
+
+    def _on_job_status(self, status: dict) -> None:
+        if status.get("reset"):  # a new job, or none after teardown
+            self._saved.clear()
+            self.refresh(layout=True)
 
     def add(self, event: CheckpointEvent) -> None:
         """A save known from its event only; a timed Save of the same step stays."""

@@ -379,3 +379,19 @@ async def test_follow_logs_stamps_each_save_where_its_line_arrives(wizard_app):
         assert before <= save.started <= before + 0.5 and not save.estimated
         assert save.seconds == 0.4 and save.step == 2
         assert app.screen.saves() == [save]
+
+
+async def test_a_new_job_or_a_teardown_clears_the_saves(wizard_app):
+    from rltui.widgets.checkpoints import CheckpointsList
+
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.switch_mode("monitor")
+        await _show_run(app, pilot)
+        app.reset_job(None)
+        await pilot.pause(1.2)
+        assert app.screen.saves() == [] and "No checkpoint saved yet." in _text(app, "#saves-pane")
+        assert app.screen.query_one("#write-chart", Chart).drawn_spec.spans == ()
+        await app.switch_mode("monitor")
+        await pilot.pause()
+        assert app.screen.query_one(CheckpointsList).pane_text() is None
