@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .plan.preflight import Check
     from .plan.runner import RunEvent, RunResult
     from .plan.view import PlanView
+    from .saves import Save
     from .session import ConfigState
 
 T = TypeVar("T")
@@ -83,7 +85,7 @@ class Bus:
     a bounded history. Each topic's payload type is declared below."""
 
     STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
-             "job_status", "metrics", "dashboard", "raycluster")
+             "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves")
     STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": 2000, "step_record": 5000,
                "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
     TOPICS = STATE + tuple(STREAMS)
@@ -106,6 +108,8 @@ class Bus:
     metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
     dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
     raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
+    lustre: ReplaySignal[dict[str, Any]]              # Session.lustre_instance
+    saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
     log_lines: ReplaySignal[list[str]]                # a burst of lines, written in one batch
@@ -140,6 +144,8 @@ class RLTuiApp(App):
         self.header_info = header or HeaderInfo()
         self._log_buffer: list[str] = []
         self._quit_warned = False
+        self._save_timeline: Any = None   # saves.SaveTimeline of the log being followed
+        self._saves_published = -1
 
     # --- navigation, help, palette ---
 
@@ -370,6 +376,8 @@ class RLTuiApp(App):
         self._log_buffer = []
         for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
             topic.history.clear()
+        self._save_timeline = None
+        self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
         self.set_header(job="PENDING" if job_id else "")
         self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
                                      "reset": True})
@@ -384,15 +392,20 @@ class RLTuiApp(App):
     @work(exclusive=True, group="logs", exit_on_error=False)
     async def follow_logs(self) -> None:
         from .joblog import CheckpointEvent, JobLogParser, RunTracker
+        from .saves import SaveTimeline
 
         parser, tracker = JobLogParser(), RunTracker()
+        timeline = self._save_timeline = SaveTimeline()
         partial = [""]
 
         def on_text(text: str) -> None:
+            arrived = time.time()  # a save's moment: when its line arrives (rltui/saves.py)
             lines = (partial[0] + text).split("\n")
             partial[0] = lines.pop()
             self._log_buffer.extend(lines)
-            for ev in parser.feed(text):
+            events = parser.feed(text)
+            timeline.feed(events, arrived)
+            for ev in events:
                 record = tracker.update(ev)
                 if record is not None:
                     self.bus.step_record.publish(record)
@@ -433,6 +446,10 @@ class RLTuiApp(App):
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []
             self.bus.log_lines.publish(batch)
+        timeline = self._save_timeline  # a backlog revises every save: publish at most 10/s
+        if timeline is not None and timeline.version != self._saves_published:
+            self._saves_published = timeline.version
+            self.bus.saves.publish(timeline.saves())
 
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:
@@ -510,6 +527,17 @@ class RLTuiApp(App):
             except Exception as exc:  # noqa: BLE001 - a failed poll must not end the charts
                 self.bus.notice.publish(("warning", "metrics", str(exc)[:300]))
             await asyncio.sleep(max(1.0, period))
+
+    @work(exclusive=True, group="lustre", exit_on_error=False)
+    async def poll_lustre(self) -> None:
+        """The Lustre instance (state, IP, mount point, capacity, tier) for the Metrics panel,
+        now and every reference minute; polls never overlap."""
+        while True:
+            try:
+                self.bus.lustre.publish(await self.session.lustre_instance())
+            except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
+                self.bus.notice.publish(("warning", "lustre", str(exc)[:300]))
+            await asyncio.sleep(max(2.0, 60.0 * self.session.endpoints.time_scale))
 
     async def on_unmount(self) -> None:
         # Quitting never stops cloud operations; only local connections close.

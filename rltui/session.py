@@ -287,6 +287,24 @@ class Session:
 
         return await lustre_metrics(self.context(), minutes)
 
+    async def lustre_instance(self) -> dict[str, Any]:
+        """The Lustre instance as the Metrics panel shows it, from google-cloud-lustre's
+        Instance (state, mount_point `IP@tcp:/FS` - what the PV's `ip` attribute is cut from -,
+        capacity_gib, per_unit_storage_throughput, network); {"found": False} when absent."""
+        from .manifests import lustre_ip
+
+        ctx = self.context()
+        instance_id = ctx.cfg.lustre_instance_id
+        inst = await ctx.lustre.get(instance_id)
+        if inst is None:
+            return {"id": instance_id, "found": False}
+        return {"id": instance_id, "found": True, "state": inst.state.name,
+                "mount_point": inst.mount_point,
+                "ip": lustre_ip(inst.mount_point) if inst.mount_point else "",
+                "capacity_gib": int(inst.capacity_gib),
+                "throughput": int(inst.per_unit_storage_throughput),
+                "filesystem": inst.filesystem, "network": inst.network}
+
     async def close(self) -> None:
         if self._ctx is not None:
             await self._ctx.close()

@@ -1,79 +1,72 @@
-"""Metrics: Lustre throughput with the checkpoint saves on the same time axis, capacity, and
-reward, step time and checkpoint seconds per step.
+"""Metrics: Lustre throughput with the checkpoint saves on the same time axis, the Lustre
+instance (state, IP, mount point, capacity used, tier), and reward, step time per step.
 
 The codelab's point is "high throughput, low checkpoint latency": each save should line up
-with a write spike. Monitoring points are rates over a period ending at `t`; a save is known
-only from its log line (CheckpointEvent: step, seconds, no time), stamped here on arrival,
-which is when its step's timing table is printed, right after the save ended.
+with a write spike. A save's moment and duration come from rltui/saves.py (its `Saving
+checkpoint` line's arrival, or an estimate for a backlog; its step's `checkpointing` timer),
+on the app's `saves` topic. Monitoring points are rates over a period ending at `t`
+(Point.t: the interval's end time, epoch seconds: cloud/monitoring.py); the sandbox's meter
+stamps its samples with the same wall clock (sandbox/lustre_meter.py, time.time()) even when
+it runs faster than real time (`endpoints.time_scale` shortens the periods, not the clock), so
+saves and points share one x axis: seconds before the poll (`metrics["at"]`, time.time()).
+
+At 80x24 (or below 100 columns or 32 rows) one chart shows at a time, `v` picks the next one;
+the saves and the Lustre panel sit side by side under it. From 100x32 all six panes show.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Sparkline, Static
+from textual.containers import Grid, VerticalScroll
+from textual.events import Resize
+from textual.widgets import Static
 
-from ..joblog import CheckpointEvent, TrainingStep
-from ..widgets.charts import (ChartSpec, Chart, Series, Span, bar, downsample, nice_ticks,
-                              rate_unit, time_ticks)
+from ..joblog import TrainingStep
+from ..saves import Save, merge
+from ..widgets.charts import (Chart, ChartSpec, Series, Span, bar, downsample, fit_labels,
+                              nice_ticks, plot_columns, rate_unit, time_ticks)
 from .base import WizardScreen
 
 GIB = 1024 ** 3
+TIB_GIB = 1024
 WAITING = "Waiting for the first Monitoring points: Lustre reports once a minute"
 NO_REWARD = "No GRPO step yet.\nThe reward appears as the job logs each step (Job, F7)."
 NO_STEP_TIME = "No GRPO step yet.\nStep times appear as the job logs each step's timing."
 STEP_TIME_TITLE = "Step time per step (s) · [$warning]●[/] saved a checkpoint"
-NO_SAVES = ("No checkpoint saved yet.\n"
-            "The codelab saves every 2 steps (checkpointing.save_period=2).")
+NO_SAVES = ["No checkpoint saved yet.", "The codelab saves every 2 steps",
+            "(checkpointing.save_period=2)."]
+NO_LUSTRE = ["Waiting for the Lustre instance", "(asked on open and every minute)"]
+CHARTS = ("write", "read", "reward", "step-time")
+WIDE_COLS, TALL_ROWS = 100, 32   # below either: one chart at a time
 
 
-@dataclass(frozen=True)
-class Save:
-    step: int
-    seconds: float
-    path: str | None
-    ended: float | None  # when its log line arrived; None: unknown (old log lines)
-    seen: bool = True    # its CheckpointEvent arrived (not only its step's record)
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-class Saves:
-    """The saves seen so far, each stamped with the time its log line arrived."""
+def fmt_rate(value: float) -> str:
+    scale, unit = rate_unit(value)
+    return f"{value / scale:.3g} {unit}"
 
-    def __init__(self) -> None:
-        self.by_step: dict[int, Save] = {}
-        self._last: tuple[float, int] | None = None  # (arrival, step) of the newest event
 
-    def ordered(self) -> list[Save]:
-        return [self.by_step[k] for k in sorted(self.by_step)]
-
-    def add(self, event: CheckpointEvent, now: float) -> None:
-        """Saves run one after another, so two arriving closer together than the later one
-        lasted are old log lines replayed at once: neither has a known time."""
-        old = self.by_step.get(event.step)
-        if old is not None and old.seen and old.seconds == event.seconds:  # the same line again
-            self.by_step[event.step] = replace(old, path=event.path or old.path)
-            return
-        ended: float | None = now
-        if self._last is not None and now - self._last[0] < event.seconds:
-            ended = None
-            previous = self.by_step.get(self._last[1])
-            if previous is not None:
-                self.by_step[previous.step] = replace(previous, ended=None)
-        self.by_step[event.step] = Save(event.step, event.seconds, event.path, ended)
-        self._last = (now, event.step)
-
-    def add_record(self, record: TrainingStep) -> bool:
-        """A save known only from its step's record (its event comes next, or was missed)."""
-        if record.checkpoint_s is None or record.global_step in self.by_step:
-            return False
-        self.by_step[record.global_step] = Save(record.global_step, record.checkpoint_s,
-                                                record.checkpoint_path, None, seen=False)
-        return True
+def save_spans(saves: list[Save], at: float, xlim: tuple[float, float], cols: int
+               ) -> tuple[Span, ...]:
+    """One marker per save in the window, at least a column wide, labels that never overlap
+    ("ckpt 12", else "12", else every label that fits, newest first); estimated saves dimmer."""
+    per_col = (xlim[1] - xlim[0]) / max(1, cols)
+    shown = [s for s in saves if (s.ended if s.ended is not None else at) - at > xlim[0]]
+    x0s = [s.started - at for s in shown]
+    x1s = [max(x0 + per_col, (s.ended if s.ended is not None else at) - at)
+           for x0, s in zip(x0s, shown, strict=True)]
+    centers = [((a + b) / 2 - xlim[0]) / per_col for a, b in zip(x0s, x1s, strict=True)]
+    labels = fit_labels(centers, [(f"{'~' if s.estimated else ''}ckpt {s.step}",
+                                   f"{'~' if s.estimated else ''}{s.step}") for s in shown], cols)
+    return tuple(Span(a, b, label, "warning-darken-2" if s.estimated else "warning",
+                      dashed=s.estimated) for a, b, label, s in zip(x0s, x1s, labels, shown, strict=True))
 
 
 def throughput_spec(metrics: dict[str, Any] | None, key: str, saves: list[Save],
@@ -89,16 +82,16 @@ def throughput_spec(metrics: dict[str, Any] | None, key: str, saves: list[Save],
     peak = max(p.value for p in points)
     scale, unit = rate_unit(peak)
     ys = [p.value / scale for p in points]
+    yticks = nice_ticks(peak / scale)
     start = min(xs[0] - period / 2, 0.0)
-    spans = tuple(Span(s.ended - s.seconds - at, s.ended - at, f"ckpt {s.step}")
-                  for s in saves if s.ended is not None and s.ended - at > start)
-    end = max([0.0, *(s.x1 for s in spans)])
+    end = max([0.0, *((s.ended or at) - at for s in saves)])
+    spans = save_spans(saves, at, (start, end), plot_columns(width, yticks)) if saves else ()
+    end = max([end, *(s.x1 for s in spans)])
     per, ticks = time_ticks(-start)
     xs, ys = downsample(xs, ys, max(2 * width, 16))
     spec = ChartSpec(series=(Series(xs, ys, "accent" if key == "write" else "secondary"),),
                      spans=spans, xlim=(start, end),
-                     xticks=tuple((t * per, label) for t, label in ticks),
-                     yticks=nice_ticks(peak / scale))
+                     xticks=tuple((t * per, label) for t, label in ticks), yticks=yticks)
     return spec, f"{name} ({unit}) · peak {peak / scale:.3g} {unit} · period {period:g} s"
 
 
@@ -139,108 +132,194 @@ def step_specs(records: list[TrainingStep], width: int) -> tuple[ChartSpec, Char
 
 def peak_write(metrics: dict[str, Any] | None, save: Save) -> float | None:
     """The highest write rate of the periods the save overlaps: its spike."""
-    if save.ended is None or not metrics:
+    if not metrics:
         return None
     period = float(metrics.get("period_s") or 60)
+    end = save.ended if save.ended is not None else metrics["at"]
     rates = [p.value for p in metrics.get("write") or []
-             if p.t > save.ended - save.seconds and p.t - period < save.ended]
+             if p.t > save.started and p.t - period < end]
     return max(rates, default=None)
 
 
-def saves_text(saves: list[Save], metrics: dict[str, Any] | None, width: int) -> str:
-    """Checkpoint seconds per save with a bar, and the write spike under each (markup)."""
+def saves_lines(saves: list[Save], metrics: dict[str, Any] | None, width: int) -> list[str]:
+    """Per save: its start (clock time, ~ when estimated), seconds with a bar when there is
+    room, and the write spike under it (markup)."""
     if not saves:
-        return f"[dim]{NO_SAVES}[/]"
-    longest = max(s.seconds for s in saves)
-    bar_w = max(3, width - 30)
-    rows = [f"[dim]{'save':<9}{'seconds':>9} {'':<{bar_w}} {'peak write':>10}[/]"]
+        return [f"[dim]{line}[/]" for line in NO_SAVES]
+    done = [s.seconds for s in saves if s.seconds is not None]
+    longest = max(done, default=1.0)
+    show_peak = width >= 35
+    bar_w = width - (35 if show_peak else 24) - 1
+    rows = [f"[dim]{'step':>4}  {'started':<8} {'seconds':>9}"
+            + (f" {'':<{bar_w}}" if bar_w >= 3 else "")
+            + (f" {'peak write':>10}" if show_peak else "") + "[/]"]
     for s in saves:
-        filled, rest = bar(s.seconds / longest, bar_w)
-        mark = " " if s.ended is not None else "?"
-        peak = peak_write(metrics, s)
-        rate = "" if peak is None else f"{peak / rate_unit(peak)[0]:.3g} {rate_unit(peak)[1]}"
-        rows.append(f"[b]ckpt {s.step:<3}[/]{mark}{s.seconds:7.1f} s [$warning]{filled}[/]"
-                    f"{' ' * len(rest)} {rate:>10}")
-    mean = sum(s.seconds for s in saves) / len(saves)
-    rows.append(f"[dim]{len(saves)} saves · mean {mean:.1f} s · max {longest:.1f} s[/]")
-    if any(s.ended is None for s in saves):
-        rows.append("[dim]? time unknown (old log lines)[/]")
-    newest = saves[-1].path
+        mark = "~" if s.estimated else " "
+        secs = "saving…" if s.seconds is None else f"{s.seconds:7.1f} s"
+        row = f"[b]{s.step:>4}[/] {mark}{clock(s.started)} {secs:>9}"
+        if bar_w >= 3:
+            filled, rest = bar((s.seconds or 0.0) / longest, bar_w)
+            row += f" [$warning]{filled}[/]{' ' * len(rest)}"
+        if show_peak:
+            peak = peak_write(metrics, s)
+            row += f" {'' if peak is None else fmt_rate(peak):>10}"
+        rows.append(row)
+    if done:
+        rows.append(f"[dim]{len(done)} saved · mean {sum(done) / len(done):.1f} s"
+                    f" · max {longest:.1f} s[/]")
+    if any(s.estimated for s in saves):
+        rows.append("[dim]~ estimated from old log lines[/]")
+    newest = next((s.path for s in reversed(saves) if s.path), None)
     if newest:
         room = max(8, width - 8)
         shown = newest if len(newest) <= room else "…" + newest[-(room - 1):]
         rows.append(f"[dim]newest[/] {shown}")
-    return "\n".join(rows)
+    return rows
 
 
-def capacity_text(metrics: dict[str, Any] | None, width: int) -> tuple[str, list[float]]:
-    """"312 GiB of 9000 GiB" with a bar, and the used-bytes series for a sparkline."""
-    if not metrics or not metrics.get("used"):
-        return f"[dim]{WAITING}[/]", []
-    used = metrics["used"]
-    capacity = float(metrics.get("capacity_gib") or 0)
-    now_gib = used[-1].value / GIB
-    lines = []
-    if capacity > 0:
-        filled, rest = bar(now_gib / capacity, max(4, width))
-        lines += [f"[b]{now_gib:,.0f} GiB[/] of {capacity:,.0f} GiB  ({now_gib / capacity:.1%})",
-                  f"[$accent]{filled}[/][dim]{rest}[/]",
-                  f"{capacity - now_gib:,.0f} GiB free"]
+def lustre_lines(inst: dict[str, Any] | None, metrics: dict[str, Any] | None,
+                 width: int) -> list[str]:
+    """The instance as google-cloud-lustre's Instance describes it (state, mount_point
+    `IP@tcp:/FS`, capacity_gib, per_unit_storage_throughput in MBps per TiB, 0 = Dynamic
+    tier), and capacity used from Monitoring (used = capacity - free over the OSTs) in GiB
+    and percent of the capacity (markup)."""
+    rows: list[str] = []
+    capacity = float(metrics.get("capacity_gib") or 0) if metrics else 0.0
+    if inst is None:
+        rows += [f"[dim]{line}[/]" for line in NO_LUSTRE]
+    elif not inst.get("found"):
+        rows.append(f"[$error]no instance {inst.get('id', '')}[/]: Provision (F4) creates it")
     else:
-        lines.append(f"[b]{now_gib:,.0f} GiB[/] used")
-    grown = (used[-1].value - used[0].value) / GIB
-    lines.append(f"[dim]{grown:+,.1f} GiB over the chart's window[/]")
-    return "\n".join(lines), [p.value for p in used]
+        state = inst.get("state") or "?"
+        color = "success" if state == "ACTIVE" else "warning"
+        rows.append(f"[b]{inst['id']}[/] [${color}]{state}[/]")
+        mount = inst.get("mount_point") or ""
+        rows.append(f"[dim]IP[/]       {mount.split('@', 1)[0] if mount else '(not yet)'}")
+        rows.append(f"[dim]mount[/]    {mount or '(once ACTIVE)'}")
+        capacity = float(inst.get("capacity_gib") or capacity)
+        tier = int(inst.get("throughput") or 0)
+        rows.append(f"[dim]tier[/]     {f'{tier} MBps per TiB' if tier else 'Dynamic'}")
+        if tier and capacity:  # the tier's throughput per TiB times the capacity
+            rows.append(f"[dim]max[/]      {fmt_rate(tier * 1e6 * capacity / TIB_GIB)}")
+        rows.append(f"[dim]capacity[/] {capacity:,.0f} GiB")
+    used = (metrics or {}).get("used") or []
+    if used:
+        now_gib = used[-1].value / GIB
+        if capacity > 0:
+            filled, rest = bar(now_gib / capacity, max(4, width - 2))
+            rows += [f"[dim]used[/]     [b]{now_gib:,.0f}[/] of {capacity:,.0f} GiB"
+                     f" ({now_gib / capacity:.1%})", f"[$accent]{filled}[/][dim]{rest}[/]"]
+        else:
+            rows.append(f"[dim]used[/]     [b]{now_gib:,.0f} GiB[/]")
+        grown = (used[-1].value - used[0].value) / GIB
+        rows.append(f"[dim]{grown:+,.1f} GiB over the chart's window[/]")
+    return rows
+
+
+class TextPane(VerticalScroll):
+    """A bordered, scrollable pane of markup lines; opens full-screen (pane protocol)."""
+
+    DEFAULT_CSS = """
+    TextPane { scrollbar-size-vertical: 1; }
+    TextPane > .pane-text { text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, lines: list[str], *, id: str, classes: str = "") -> None:
+        super().__init__(Static("\n".join(lines), classes="pane-text"), id=id, classes=classes)
+        self._lines = lines
+
+    def update(self, lines: list[str]) -> None:
+        self._lines = lines
+        self.query_one(".pane-text", Static).update("\n".join(lines))
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        from textual.content import Content
+
+        return str(self.border_title or ""), [Content.from_markup(line).plain
+                                              for line in self._lines]
 
 
 class MetricsScreen(WizardScreen):
     MODE = "metrics"
     TITLE = "Metrics"
-    BINDINGS = [Binding("r", "refresh_metrics", "refresh now")]
+    BINDINGS = [Binding("ctrl+u", "refresh_metrics", "ask again"),
+                Binding("v", "next_chart", "next chart")]
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.clock = clock  # stamps checkpoint saves; fixed in tests
         self._metrics: dict[str, Any] | None = None
-        self._saves = Saves()
+        self._lustre: dict[str, Any] | None = None
+        self._saves: dict[int, Save] = {}
         self._records: dict[int, TrainingStep] = {}
+        self.chart = "write"   # the one chart shown when the screen is compact
 
     def compose_body(self) -> ComposeResult:
-        with Vertical(id="metrics-body"):
-            with Horizontal(id="metrics-write-row", classes="metrics-row"):
-                yield Chart(WAITING, id="write-chart", classes="metrics-pane wide")
-                with VerticalScroll(id="saves-pane", classes="metrics-pane narrow"):
-                    yield Static(f"[dim]{NO_SAVES}[/]", id="saves")
-            with Horizontal(id="metrics-read-row", classes="metrics-row"):
-                yield Chart(WAITING, id="read-chart", classes="metrics-pane wide")
-                with Vertical(id="capacity-pane", classes="metrics-pane narrow"):
-                    yield Static(f"[dim]{WAITING}[/]", id="capacity")
-                    yield Sparkline([], id="used-sparkline")
-            with Horizontal(id="metrics-steps-row", classes="metrics-row"):
-                yield Chart(NO_REWARD, id="reward-chart", classes="metrics-pane")
-                yield Chart(NO_STEP_TIME, id="step-time-chart", classes="metrics-pane")
+        with Grid(id="metrics-body"):
+            yield Chart(WAITING, id="write-chart", classes="metrics-pane chart")
+            yield TextPane(saves_lines([], None, 36), id="saves-pane", classes="metrics-pane")
+            yield Chart(WAITING, id="read-chart", classes="metrics-pane chart")
+            yield TextPane(lustre_lines(None, None, 36), id="lustre-pane", classes="metrics-pane")
+            yield Chart(NO_REWARD, id="reward-chart", classes="metrics-pane chart")
+            yield Chart(NO_STEP_TIME, id="step-time-chart", classes="metrics-pane chart")
 
     def on_mount(self) -> None:
         titles = {"#write-chart": "Lustre write throughput",
                   "#read-chart": "Lustre read throughput",
-                  "#saves-pane": "Checkpoint seconds per save",
-                  "#capacity-pane": "Capacity used",
+                  "#saves-pane": "Checkpoint saves",
+                  "#lustre-pane": "Lustre instance",
                   "#reward-chart": "Reward per step (avg reward)",
                   "#step-time-chart": STEP_TIME_TITLE}
         for selector, title in titles.items():
             self.query_one(selector).border_title = title
+        self._layout(self.app.size.width, self.app.size.height)
         bus = self.wizard.bus
         bus.metrics.subscribe(self, self._on_metrics)
-        bus.checkpoint.subscribe(self, self._on_checkpoint)
+        bus.saves.subscribe(self, self._on_saves)
+        bus.lustre.subscribe(self, self._on_lustre)
         bus.step_record.subscribe(self, self._on_step_record)
+        bus.job_status.subscribe(self, self._on_job_status)
         if self.wizard.session is not None:
-            self.wizard.poll_metrics()  # loops by itself; exclusive, so never twice
+            self._poll()
+
+    def _poll(self) -> None:
+        self.wizard.poll_metrics()  # both loop by themselves; exclusive, so never twice
+        self.wizard.poll_lustre()
+
+    def system_commands(self) -> list[SystemCommand]:
+        return [SystemCommand("Metrics: next chart", "Show the next chart when only one fits (v)",
+                              self.action_next_chart)]
 
     def action_refresh_metrics(self) -> None:
         if self.wizard.session is None:
             self.notify("No project or sandbox attached: nothing to poll", severity="warning")
             return
-        self.wizard.poll_metrics()
+        self._poll()
+
+    def action_next_chart(self) -> None:
+        self.chart = CHARTS[(CHARTS.index(self.chart) + 1) % len(CHARTS)]
+        self._layout(self.size.width, self.size.height)
+        self._redraw_all()
+
+    # --- layout ---
+
+    def on_resize(self, event: Resize) -> None:
+        self._layout(event.size.width, event.size.height)
+        self.call_after_refresh(self._redraw_all)
+
+    def on_screen_resume(self) -> None:  # resized while another screen was shown
+        if self.compact != (self.app.size.width < WIDE_COLS or self.app.size.height < TALL_ROWS):
+            self._layout(self.app.size.width, self.app.size.height)
+            self.call_after_refresh(self._redraw_all)
+
+    def _layout(self, width: int, height: int) -> None:
+        compact = width < WIDE_COLS or height < TALL_ROWS
+        self.set_class(compact, "-compact")
+        for name in CHARTS:
+            self.query_one(f"#{name}-chart").set_class(compact and name == self.chart, "-shown")
+
+    @property
+    def compact(self) -> bool:
+        return self.has_class("-compact")
 
     # --- data in ---
 
@@ -248,33 +327,47 @@ class MetricsScreen(WizardScreen):
         self._metrics = metrics
         self._draw_throughput()
         self._draw_saves()  # the spike under each save
-        pane = self.query_one("#capacity-pane")
-        text, used = capacity_text(metrics, max(4, pane.content_size.width or 36))
-        self.query_one("#capacity", Static).update(text)
-        sparkline = self.query_one("#used-sparkline", Sparkline)
-        sparkline.data, sparkline.display = used, bool(used)
+        self._draw_lustre()
 
-    def _on_checkpoint(self, event: CheckpointEvent) -> None:
-        self._saves.add(event, self.clock())
+    def _on_saves(self, saves: list[Save]) -> None:
+        self._saves = merge(self._saves, saves)
         self._draw_throughput()
         self._draw_saves()
 
+    def _on_lustre(self, inst: dict[str, Any]) -> None:
+        self._lustre = inst
+        self._draw_lustre()
+
+    def _on_job_status(self, status: dict[str, Any]) -> None:
+        if status.get("reset"):  # a new job, or none after teardown: nothing of the old one
+            self._saves, self._records = {}, {}
+            self._redraw_all()
+            for name in ("reward", "step-time"):
+                self.query_one(f"#{name}-chart", Chart).show(
+                    ChartSpec(empty=NO_REWARD if name == "reward" else NO_STEP_TIME))
+
     def _on_step_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record
-        if self._saves.add_record(record):
-            self._draw_saves()
-        records = [self._records[k] for k in sorted(self._records)]
-        reward, step_time = step_specs(records, self._width("#reward-chart"))
-        self.query_one("#reward-chart", Chart).show(reward)
-        self.query_one("#step-time-chart", Chart).show(step_time)
+        self._draw_steps()
 
     # --- drawing ---
 
+    def saves(self) -> list[Save]:
+        return [self._saves[k] for k in sorted(self._saves)]
+
     def _width(self, selector: str) -> int:
-        return self.query_one(selector).content_size.width or 80
+        pane = self.query_one(selector)
+        width = pane.content_size.width or 80
+        return width - 1 if isinstance(pane, TextPane) else width  # its scrollbar's column
+
+    def _redraw_all(self) -> None:
+        self._draw_throughput()
+        self._draw_saves()
+        self._draw_lustre()
+        self._draw_steps()
 
     def _draw_throughput(self) -> None:
-        saves = self._saves.ordered()
+        saves = self.saves()
         for key in ("write", "read"):
             chart = self.query_one(f"#{key}-chart", Chart)
             spec, title = throughput_spec(self._metrics, key, saves if key == "write" else [],
@@ -283,6 +376,18 @@ class MetricsScreen(WizardScreen):
             chart.show(spec)
 
     def _draw_saves(self) -> None:
-        pane = self.query_one("#saves-pane")
-        self.query_one("#saves", Static).update(
-            saves_text(self._saves.ordered(), self._metrics, pane.content_size.width or 36))
+        self.query_one("#saves-pane", TextPane).update(
+            saves_lines(self.saves(), self._metrics, self._width("#saves-pane")))
+
+    def _draw_lustre(self) -> None:
+        self.query_one("#lustre-pane", TextPane).update(
+            lustre_lines(self._lustre, self._metrics, self._width("#lustre-pane")))
+
+    def _draw_steps(self) -> None:
+        if not self._records:
+            return
+        records = [self._records[k] for k in sorted(self._records)]
+        reward, step_time = step_specs(records, self._width("#reward-chart"))
+        self.query_one("#reward-chart", Chart).show(reward)
+        self.query_one("#step-time-chart", Chart).show(step_time)
+

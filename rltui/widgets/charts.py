@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Callable, Literal, Sequence
 
 from rich.text import Text
@@ -36,8 +37,9 @@ class Span:
     """A labelled interval drawn above the data, e.g. a checkpoint save on a time axis."""
     x0: float
     x1: float
-    label: str
+    label: str   # "" draws the marker alone
     color: str = "warning"
+    dashed: bool = False  # a lighter marker, e.g. a time that was estimated
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,45 @@ class ChartSpec:
 
 # --- pure helpers ------------------------------------------------------------------------
 
+RATE_UNITS = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "KB/s"), (1.0, "B/s"))
+
+
 def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
-    """The decimal unit that keeps the peak between 1 and 1000 (MB/s below 1 MB/s: idle)."""
-    for scale, name in ((1e12, "TB/s"), (1e9, "GB/s")):
+    """The decimal unit that puts the peak between 1 and 999 (B/s at and below 1 B/s)."""
+    for scale, name in RATE_UNITS:
         if peak_bytes_per_s >= scale:
             return scale, name
-    return 1e6, "MB/s"
+    return 1.0, "B/s"
+
+
+def fit_labels(centers: Sequence[float], labels: Sequence[tuple[str, ...]], cols: int,
+               gap: int = 1) -> list[str]:
+    """One label per marker (columns from the plot's left edge), none overlapping: each
+    marker's alternatives (longest first) all at their longest, else all at their shortest,
+    else the shortest of as many as fit, newest (rightmost) first; "" = no label."""
+    def fits(chosen: Sequence[str]) -> bool:
+        spans = sorted((c - len(t) / 2, c + len(t) / 2) for c, t in zip(centers, chosen) if t)
+        return all(b[0] - a[1] >= gap for a, b in pairwise(spans))
+
+    for level in (0, -1):
+        chosen = [alts[level] if alts else "" for alts in labels]
+        if fits(chosen):
+            return chosen
+    shortest = [alts[-1] if alts else "" for alts in labels]
+    out = [""] * len(centers)
+    left_edge = math.inf
+    for i in sorted(range(len(centers)), key=lambda i: centers[i], reverse=True):
+        text = shortest[i]
+        if text and centers[i] + len(text) / 2 + gap <= left_edge:
+            out[i] = text
+            left_edge = centers[i] - len(text) / 2
+    return out
+
+
+def plot_columns(width: int, yticks: Sequence[Tick]) -> int:
+    """About how many columns plotext leaves for the data beside the y tick labels."""
+    label_w = max((len(label) for _, label in yticks), default=3)
+    return max(1, width - label_w - 3)
 
 
 def nice_ticks(peak: float, count: int = 4) -> tuple[Tick, ...]:
@@ -155,6 +190,18 @@ class Chart(PlotextPlot):
         self._spec = spec
         self._schedule()
 
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """The spec as text (pane protocol): markers, then each series' points."""
+        spec, title = self._spec, str(self.border_title or "Chart")
+        if spec.empty:
+            return title, [spec.empty]
+        lines = [f"marker {s.label or '(unlabelled)'}: x {s.x0:.6g} .. {s.x1:.6g}"
+                 for s in spec.spans]
+        for n, series in enumerate(spec.series, 1):
+            lines.append(f"series {n} ({series.kind}): x y")
+            lines += [f"{x:.6g} {y:.6g}" for x, y in zip(series.xs, series.ys)]
+        return title, lines
+
     def _schedule(self) -> None:
         wait = self._last_build + MIN_REDRAW_S - time.monotonic()
         if wait <= 0 or self._spec.empty:
@@ -202,17 +249,25 @@ class Chart(PlotextPlot):
                  color=self._color(s.color))
         low, top = spec.ylim or (0.0, spec.yticks[-1][0] if spec.yticks else 1.0)
         if spec.spans:
-            # Room above the data for the save brackets and their labels.
-            line_y, label_y = low + (top - low) * 1.1, low + (top - low) * 1.24
+            # Two rows above the data: the save markers, and their labels over them. plotext
+            # maps y onto its rows as round((y - low) / (top - low) * (rows - 1)).
+            rows = max(5, height - 3)   # its data rows: the frame and the x axis aside
+            top = low + (top - low) * (rows - 1) / (rows - 3)
+            line_y, label_y = low + (top - low) * (rows - 2) / (rows - 1), top
             for span in spec.spans:
                 color = self._color(span.color)
-                plt.plot([span.x0, span.x1], [line_y, line_y], marker="hd", color=color)
-                plt.text(span.label, (span.x0 + span.x1) / 2, label_y, color=color,
-                         alignment="center")
-            top = low + (top - low) * 1.32
+                plt.plot([span.x0, span.x1], [line_y, line_y], color=color,
+                         marker="╌" if span.dashed else "━")
+                if span.label:
+                    plt.text(span.label, (span.x0 + span.x1) / 2, label_y, color=color,
+                             alignment="center")
         plt.ylim(low, top)
         if spec.yticks:
-            plt.yticks([t for t, _ in spec.yticks], [label for _, label in spec.yticks])
+            # More ticks than rows: plotext keeps an arbitrary one per row. Keep every k-th.
+            data_rows = max(2, height - 3 - (2 if spec.spans else 0))
+            k = max(1, math.ceil((len(spec.yticks) - 1) / (data_rows - 1)))
+            ticks = [t for i, t in enumerate(spec.yticks) if i % k == 0]
+            plt.yticks([t for t, _ in ticks], [label for _, label in ticks])
         if spec.xlim is not None:
             plt.xlim(*spec.xlim)
         if spec.xticks:

@@ -1,11 +1,19 @@
-"""The checkpoints the job saved, from the log parser: step, seconds per save, path."""
+"""The checkpoints the job saved: step, when the save started, seconds, path.
+
+Times come from rltui/saves.py on the app's `saves` topic (the list subscribes to it itself,
+so a screen only composes it); `add(event)` still takes a bare CheckpointEvent (no time yet).
+A time worked out from old log lines shows `~`; a save still running shows "saving…".
+"""
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual.widget import Widget
 
 from ..joblog import CheckpointEvent
+from ..saves import Save
 
 
 def shorten_path(path: str, width: int) -> str:
@@ -15,6 +23,14 @@ def shorten_path(path: str, width: int) -> str:
     keep = path[-(width - 1):]
     cut = keep.find("/")
     return "…" + (keep[cut:] if 0 <= cut < len(keep) - 1 else keep)
+
+
+def save_row(step: int, started: float | None, estimated: bool, seconds: float | None) -> str:
+    """`12     ~12:03:41   188.8` (the first 27 columns of a row)."""
+    when = "?" if started is None else time.strftime("%H:%M:%S", time.localtime(started))
+    mark = "~" if estimated else " "
+    secs = "saving…" if seconds is None else f"{seconds:.1f}"
+    return f"{step:<6} {mark}{when:<9} {secs:>8}"
 
 
 class CheckpointsList(Widget):
@@ -29,26 +45,64 @@ class CheckpointsList(Widget):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._saved: dict[int, CheckpointEvent] = {}
+        self._saved: dict[int, CheckpointEvent | Save] = {}
+
+    def on_mount(self) -> None:
+        bus = getattr(self.app, "bus", None)
+        if bus is not None:
+            bus.saves.subscribe(self, self.show)
+            bus.job_status.subscribe(self, self._on_job_status)
+
+    def _on_job_status(self, status: dict) -> None:
+        if status.get("reset"):  # a new job, or none after teardown
+            self._saved.clear()
+            self.refresh(layout=True)
 
     def add(self, event: CheckpointEvent) -> None:
-        self._saved[event.step] = event
+        """A save known from its event only; a timed Save of the same step stays."""
+        if not isinstance(self._saved.get(event.step), Save):
+            self._saved[event.step] = event
+            self.refresh(layout=True)
+
+    def show(self, saves: list[Save]) -> None:
+        for save in saves:
+            self._saved[save.step] = save
         self.refresh(layout=True)
 
     @property
-    def checkpoints(self) -> list[CheckpointEvent]:
+    def checkpoints(self) -> list[CheckpointEvent | Save]:
         return [self._saved[s] for s in sorted(self._saved, reverse=True)]
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return 1 + max(1, len(self._saved))
+        return 1 + max(1, len(self._saved)) + (1 if self._any_estimated() else 0)
+
+    def _any_estimated(self) -> bool:
+        return any(isinstance(s, Save) and s.estimated for s in self._saved.values())
+
+    def lines(self) -> list[str]:
+        room = max(10, self.size.width - 29)
+        out = [f"{'STEP':<6} {'STARTED':<10} {'SECONDS':>8}  PATH"]
+        for ckpt in self.checkpoints:
+            path = shorten_path(ckpt.path, room) if ckpt.path else "(directory not known yet)"
+            started = ckpt.started if isinstance(ckpt, Save) else None
+            estimated = isinstance(ckpt, Save) and ckpt.estimated
+            out.append(f"{save_row(ckpt.step, started, estimated, ckpt.seconds)}  {path}")
+        return out
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        return ("Checkpoints", [*self.lines(), *self._legend()]) if self._saved else None
+
+    def _legend(self) -> list[str]:
+        return ["~ estimated from old log lines"] if self._any_estimated() else []
 
     def render(self) -> Text:
-        text = Text("STEP   SECONDS  PATH", style=self.get_component_rich_style("checkpoints--header"))
-        saved = self.checkpoints
-        if not saved:
-            return text.append("\nnone saved yet", style=self.get_component_rich_style("checkpoints--empty"))
-        room = max(10, self.size.width - 17)
-        for ckpt in saved:
-            path = shorten_path(ckpt.path, room) if ckpt.path else "(directory not known yet)"
-            text.append(f"\n{ckpt.step:<6} {ckpt.seconds:>7.1f}  {path}")
+        head, *rows = self.lines()
+        text = Text(head, style=self.get_component_rich_style("checkpoints--header"))
+        if not rows:
+            return text.append("\nnone saved yet",
+                               style=self.get_component_rich_style("checkpoints--empty"))
+        for row in rows:
+            text.append("\n" + row)
+        for row in self._legend():
+            text.append("\n" + row, style=self.get_component_rich_style("checkpoints--empty"))
         return text

@@ -6,6 +6,8 @@ sample data on `app.bus.<topic>` and compare. Nothing here talks to a cloud or a
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rltui.app import RLTuiApp
@@ -24,3 +26,13 @@ def wizard_app():
     def make(header: HeaderInfo = HEADER) -> RLTuiApp:
         return RLTuiApp(session=None, header=header)
     return make
+
+
+@pytest.fixture(autouse=True)
+def utc_clock_times(monkeypatch):
+    """Clock times on screen (saves, events) are local: one zone, so snapshots agree anywhere."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from rltui.cloud.monitoring import Point
-from rltui.joblog import CheckpointEvent, TrainingStep
+from rltui.joblog import TrainingStep
+from rltui.saves import Save
 
 AT = 1_760_000_000.0              # the poll: "now" on the time axis
 PERIOD = 60
@@ -71,11 +72,26 @@ def dense_metrics(points: int, phase: float = 0.0) -> dict:
             "used": [Point(t, 200 * GIB) for t in ts], "capacity_gib": CAPACITY_GIB}
 
 
-def checkpoints() -> list[tuple[float, CheckpointEvent]]:
-    """Each save's event with the time its log line arrives (the end of its step)."""
+def saves() -> list[Save]:
+    """Each save as the app publishes it: it started `seconds` before its step ended."""
     ends = step_ends()
-    return [(ends[step], CheckpointEvent(step, f"{CKPT_DIR}/step_{step}", secs))
+    return [Save(step, ends[step] - secs, secs, f"{CKPT_DIR}/step_{step}")
             for step, secs in SAVES.items()]
+
+
+def many_saves(count: int = 10, every: float = 170.0, seconds: float = 40.0) -> list[Save]:
+    """`count` saves close together in the last 30 minutes, the older half estimated."""
+    first = AT - 30 - count * every
+    return [Save(2 * (i + 1), first + i * every, seconds, f"{CKPT_DIR}/step_{2 * (i + 1)}",
+                 estimated=i < count // 2) for i in range(count)]
+
+
+def lustre() -> dict:
+    """The instance as Session.lustre_instance returns it."""
+    return {"id": "rl-demo-gpu-lustre", "found": True, "state": "ACTIVE",
+            "mount_point": "10.90.0.2@tcp:/lustre", "ip": "10.90.0.2",
+            "capacity_gib": CAPACITY_GIB, "throughput": 1000, "filesystem": "lustre",
+            "network": "projects/team-rl-sandbox-42/global/networks/ray-a4-gpu-spot-net-0"}
 
 
 def step_records() -> list[TrainingStep]:

@@ -144,6 +144,15 @@ def step_records() -> list[TrainingStep]:
     return out
 
 
+def saves() -> list:
+    """The same two saves as the app times them (rltui.saves): started when their `Saving
+    checkpoint` line arrived."""
+    from rltui.saves import Save
+
+    return [Save(2, NOW - 900.0, 111.37, f"{CKPT_DIR}/step_2"),
+            Save(4, NOW - 420.0, 77.03, f"{CKPT_DIR}/step_4")]
+
+
 def checkpoints() -> list[CheckpointEvent]:
     return [CheckpointEvent(2, f"{CKPT_DIR}/step_2", 111.37),
             CheckpointEvent(4, f"{CKPT_DIR}/step_4", 77.03)]

@@ -42,6 +42,7 @@ def publish_all(app: RLTuiApp) -> None:
         app.bus.step_record.publish(record)
     for ckpt in S.checkpoints():
         app.bus.checkpoint.publish(ckpt)
+    app.bus.saves.publish(S.saves())
     app.bus.kube_events.publish(S.kube_events())
 
 

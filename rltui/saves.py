@@ -1,0 +1,186 @@
+"""When each checkpoint save happened, from the job log as it arrives. Pure core: stdlib only.
+
+NeMo-RL v0.4.0 prints no timestamps and no "saved" line. In `grpo_train`
+(NVIDIA-NeMo/RL, nemo_rl/algorithms/grpo.py) a save is
+
+    with timer.time("checkpointing"):
+        print(f"Saving checkpoint for step {total_steps + 1}...", flush=True)
+        ... the save ...
+
+inside the step's `total_step_time` timer, and the step's timing table (with `checkpointing`
+and `Total step time`) is printed after it. So a save starts when its `Saving checkpoint` line
+is printed and lasts its step's `checkpointing` seconds (the parser's CheckpointSaveStarted
+and CheckpointEvent; rltui/sandbox/grpo_demo/trainer.py prints the same).
+
+A printed line reaches us through Ray's log tail (ray dashboard/modules/job: batches of up to
+10 lines, `file_tail_iterator`; one second of sleep when the file has nothing new,
+`JobManager.LOG_TAIL_SLEEP_S = 1`): a live line arrives within about a second of its print, so
+its arrival time (`arrived`, stamped where the text arrives) is its moment. A backlog (the
+follower's first delivery on a job that has been running: many steps within milliseconds) has
+no true arrival time. Its times are worked out backwards:
+
+- each step's end is `Total step time` after the previous one's (a chain of offsets `u`);
+- a line was printed no later than it arrived, and neither was anything before it, so for an
+  event at offset `u_i`: printed(i) <= u_i + min over later arrivals j of (arrived_j - u_j);
+- the estimate is that latest consistent time. A chunk's arrival is credited to the newest
+  step end in it (the partial step after it lasted an unknown time >= 0: an estimate may be
+  late by up to that partial step until the next live step end refines it).
+
+A save whose estimate is more than ARRIVAL_TOLERANCE_S before its arrival is `estimated`.
+A save still running at the end of a backlog keeps its arrival (an upper bound) and is
+`estimated` when it arrived in the follower's first burst (chunks less than BURST_GAP_S
+apart). A rerun of a step (resume after a preemption) starts a new chain; an older chain ends
+no later than the newer one began.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from itertools import pairwise
+
+from .joblog import CheckpointEvent, CheckpointSaveStarted, StepStarted, TimingTable
+
+ARRIVAL_TOLERANCE_S = 2.0  # twice Ray's tail sleep: live lines arrive within it
+BURST_GAP_S = 0.5          # a caught-up tail waits 1 s between deliveries; a backlog does not
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    """One checkpoint save: when it started (epoch seconds) and how long it took."""
+
+    step: int
+    started: float
+    seconds: float | None      # its step's `checkpointing` timer; None while it runs
+    path: str | None = None
+    estimated: bool = False    # `started` was worked out backwards, not seen arriving
+
+    @property
+    def ended(self) -> float | None:
+        return None if self.seconds is None else self.started + self.seconds
+
+
+class _Entry:
+    __slots__ = ("arrived", "bound", "burst", "path", "seconds", "step", "u")
+
+    def __init__(self, step: int, arrived: float, burst: bool) -> None:
+        self.step, self.arrived, self.burst = step, arrived, burst
+        self.u: float | None = None      # its offset on the chain, once its step has ended
+        self.bound = math.inf            # min(arrived_j - u_j) over anchors after it
+        self.seconds: float | None = None
+        self.path: str | None = None
+
+
+class _Chain:
+    """The steps of one uninterrupted run: offsets from `Total step time`s."""
+
+    __slots__ = ("best", "entries", "last_step", "pending", "u")
+
+    def __init__(self) -> None:
+        self.u = 0.0                        # offset of the newest step end
+        self.best = math.inf                # min(arrived - u) over all its anchors: its origin
+        self.last_step: int | None = None
+        self.entries: list[_Entry] = []
+        self.pending: _Entry | None = None  # the save whose step has not ended yet
+
+    def anchor(self, arrived: float) -> None:
+        value = arrived - self.u
+        self.best = min(self.best, value)
+        for entry in reversed(self.entries):
+            if entry.u is None:
+                continue
+            if entry.bound <= value:
+                break
+            entry.bound = value
+
+
+class SaveTimeline:
+    """feed() the parser's events of each delivered chunk with its arrival; saves() says when
+    each save started. `version` changes whenever an answer of saves() may have."""
+
+    def __init__(self, tolerance_s: float = ARRIVAL_TOLERANCE_S,
+                 burst_gap_s: float = BURST_GAP_S) -> None:
+        self.tolerance_s, self.burst_gap_s = tolerance_s, burst_gap_s
+        self._chains = [_Chain()]
+        self._last_arrival: float | None = None
+        self._in_burst = True
+        self.version = 0
+
+    def feed(self, events: Iterable[object], arrived: float) -> bool:
+        """The events parsed from one chunk that arrived at `arrived`; True if saves changed."""
+        if self._last_arrival is not None and arrived - self._last_arrival >= self.burst_gap_s:
+            self._in_burst = False
+        self._last_arrival = arrived
+        chain, changed, ended = self._chains[-1], False, False
+        for ev in events:
+            if isinstance(ev, StepStarted):
+                step = ev.global_step
+                if chain.last_step is not None and step <= chain.last_step:
+                    chain = self._new_chain()
+                chain.last_step = step
+            elif isinstance(ev, CheckpointSaveStarted):
+                chain.pending = _Entry(ev.step, arrived, self._in_burst)
+                chain.entries.append(chain.pending)
+                changed = True
+            elif isinstance(ev, TimingTable):
+                if ev.total_step_time is None:
+                    chain = self._new_chain()  # an offset unknown: nothing links across it
+                    continue
+                chain.u += ev.total_step_time
+                ended = True
+                pending, chain.pending = chain.pending, None
+                seconds = ev.seconds("checkpointing")
+                if pending is not None and seconds is not None:
+                    pending.u, pending.seconds = chain.u - seconds, seconds
+            elif isinstance(ev, CheckpointEvent):
+                entry = next((e for e in reversed(chain.entries) if e.step == ev.step), None)
+                if entry is not None:
+                    entry.path, entry.seconds = ev.path, ev.seconds
+                    changed = True
+        if ended or changed:
+            chain.anchor(arrived)
+            self._bound_older_chains()
+            changed = True
+        if changed:
+            self.version += 1
+        return changed
+
+    def _new_chain(self) -> _Chain:
+        chain = _Chain()
+        self._chains.append(chain)
+        return chain
+
+    def _bound_older_chains(self) -> None:
+        """An older run ended before the next one began (at its offset 0)."""
+        for newer, older in pairwise(reversed(self._chains)):
+            if not math.isfinite(newer.best):
+                return
+            older.anchor(newer.best)  # the newer run's origin, as an arrival after older's end
+
+    def saves(self) -> list[Save]:
+        """Every save seen, oldest first; a step saved again (a rerun) keeps its newest."""
+        out: dict[int, Save] = {}
+        for chain in self._chains:
+            for e in chain.entries:
+                if e.u is None:
+                    out[e.step] = Save(e.step, e.arrived, e.seconds, e.path, estimated=e.burst)
+                    continue
+                started = min(e.arrived, e.u + e.bound)
+                out[e.step] = Save(e.step, started, e.seconds, e.path,
+                                   estimated=e.arrived - started > self.tolerance_s)
+        return [out[k] for k in sorted(out)]
+
+
+def merge(known: dict[int, Save], new: Iterable[Save]) -> dict[int, Save]:
+    """The saves of a new delivery over those already shown: a time seen arriving is kept
+    over an estimate of the same save (a second follower replays the log as a backlog)."""
+    out = dict(known)
+    for save in new:
+        old = out.get(save.step)
+        if old is not None and not old.estimated and save.estimated and \
+                save.seconds in (None, old.seconds):
+            out[save.step] = replace(old, path=save.path or old.path)
+            continue
+        out[save.step] = save
+    return out
