@@ -118,6 +118,42 @@ async def test_choice_field_keeps_an_unknown_value():
         assert field.value == "False" and app.changes[-1] == ("CHECKPOINT_ENABLED", "False")
 
 
+def label_look(screen: Any, name: str) -> tuple[str, bool]:
+    """How the field's label is drawn: its colour and whether it is bold."""
+    from textual.widgets import Label
+
+    label = screen.field(name).query_one(".field-label", Label)
+    return str(label.styles.color), bool(label.styles.text_style.bold)
+
+
+async def test_only_the_focused_field_is_highlighted():
+    """Issue 12: fields stayed highlighted after focus left. The label's rule was
+    `FormField:focus-within .field-label`; Textual restyles on a focus change only the subtree of
+    an ancestor of the focused (or blurred) widget whose own rules use :focus-within
+    (Screen._update_focus_styles, textual 8.2), and the label is not below the Input: a label
+    restyled while its field had focus (an edit re-marks the field) kept the highlight."""
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, codelab_state())
+        plain = label_look(screen, "NUM_NODES")
+        assert plain[1] is False
+        for name, text in (("PROJECT_ID", "x"), ("CLUSTER_NAME", "Q"), ("DEVICE_TYPE", None)):
+            screen.field(name).focus_input()
+            await pilot.pause()
+            if text:
+                await pilot.press("end", text)  # an edit: the field's message and class change
+            await pilot.pause()
+            assert label_look(screen, name) != plain, name  # the focused field stands out
+            await pilot.press("tab")
+            await pilot.pause()
+            await pilot.pause()
+            assert label_look(screen, name) == plain, f"{name} still highlighted"
+        screen.query_one("#configure-save").focus()
+        await pilot.pause()
+        lit = [f.field_name for f in screen.query(FormField) if label_look(screen, f.field_name) != plain]
+        assert lit == []
+
+
 # --- snapshots ---
 
 def test_codelab_values(snap_compare, wizard_app):
