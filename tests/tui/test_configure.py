@@ -154,24 +154,28 @@ async def test_only_the_focused_field_is_highlighted():
         assert lit == []
 
 
-# --- snapshots ---
+# --- snapshots, at 80x24 (a plain terminal) and 120x40 ---
 
-def test_codelab_values(snap_compare, wizard_app):
+SIZES = [(80, 24), (120, 40)]
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_codelab_values(snap_compare, wizard_app, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await open_configure(app, pilot, codelab_state())
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_bad_region_and_capacity(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_bad_region_and_capacity(snap_compare, wizard_app, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await open_configure(app, pilot, bad_state())
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 # --- live validation ---
@@ -303,19 +307,66 @@ async def test_secrets_are_bullets_on_screen():
         assert "optional: Weights" in svg and "not set" in svg  # WANDB_API_KEY's
 
 
-async def test_reload_discards_edits():
+async def test_reload_asks_before_discarding_edits():
+    """ctrl+l reads env.sh again; with an unsaved edit it asks first: keep (Esc) leaves the edit
+    and reads nothing, discard (d) reloads. ctrl+r is Provision's run key, not a reload here."""
+    from rltui.screens.configure import DiscardEdits
+
     app = RecordingApp()
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_configure(app, pilot, codelab_state())
+        await pilot.press("ctrl+l")  # nothing edited: no question
+        await pilot.pause()
+        assert app.reloads == 1 and app.screen is screen
         await type_into(pilot, screen, "NUM_NODES", "16")
         assert "1 unsaved change" in summary(screen)
         await pilot.press("ctrl+r")
-        assert app.reloads == 1
+        await pilot.pause()
+        assert app.reloads == 1 and app.screen is screen
+
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert isinstance(app.screen, DiscardEdits) and app.reloads == 1
+        question = str(app.screen.query_one("#discard-question", Static).render())
+        assert "1 unsaved change (NUM_NODES)" in question
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 1
+        assert screen.field("NUM_NODES").value == "16"
+        assert app._notifications and list(app._notifications)[-1].title == "Not reloaded"
+
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 2
         app.bus.config.publish(codelab_state())  # what the app publishes after reading env.sh
         await pilot.pause()
         await pilot.pause()
         assert screen.field("NUM_NODES").value == "8"
         assert "unsaved" not in summary(screen)
+
+
+async def test_the_discard_question_is_answered_with_its_buttons_too():
+    from rltui.screens.configure import DiscardEdits
+
+    app = RecordingApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_configure(app, pilot, codelab_state())
+        await paste_into(pilot, screen, "ZONE", "us-central1-a")  # REGION follows: 2 edits
+        await pilot.click("#configure-reload")
+        await pilot.pause()
+        assert isinstance(app.screen, DiscardEdits)
+        assert "2 unsaved changes (ZONE, REGION)" in str(
+            app.screen.query_one("#discard-question", Static).render())
+        await pilot.press("enter")  # the focused button is the safe one: keep
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 0
+        await pilot.click("#configure-reload")
+        await pilot.pause()
+        await pilot.click("#discard-yes")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 1
 
 
 async def test_a_republished_state_keeps_unsaved_edits():
@@ -383,7 +434,7 @@ async def test_round_trip_through_env_sh(tmp_path: Path, state_home: Path):
     app = EnvOnlyApp(session=session, header=HEADER)
     async with app.run_test(size=SIZE) as pilot:
         await app.switch_mode("configure")
-        await pilot.press("ctrl+r")
+        await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.pause()
         screen = app.screen
@@ -405,3 +456,20 @@ async def test_round_trip_through_env_sh(tmp_path: Path, state_home: Path):
         hint = str(screen.field("HF_TOKEN").query_one(".field-hint", Static).render())
         assert hint.startswith("set")
         assert "RoundTrip" not in app.export_screenshot()
+
+
+async def test_a_variable_env_sh_leaves_out_is_its_default_not_an_unsaved_change():
+    """The template has no LUSTRE_THROUGHPUT: the form shows 1000, and that is not an edit
+    (before, a fresh env.sh read '1 unsaved change' and a reload asked about it)."""
+    app = RecordingApp()
+    state = codelab_state()
+    values = {k: v for k, v in state.values.items() if k != "LUSTRE_THROUGHPUT"}
+    state = type(state)(state.env_path, values, state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, state)
+        assert screen.field("LUSTRE_THROUGHPUT").value == "1000"
+        assert screen.changes() == {} and "unsaved" not in summary(screen)
+        screen.field("LUSTRE_THROUGHPUT").value = "500"
+        await pilot.pause()
+        await pilot.pause()
+        assert screen.changes() == {"LUSTRE_THROUGHPUT": "500"}
