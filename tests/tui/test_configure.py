@@ -473,3 +473,19 @@ async def test_a_variable_env_sh_leaves_out_is_its_default_not_an_unsaved_change
         await pilot.pause()
         await pilot.pause()
         assert screen.changes() == {"LUSTRE_THROUGHPUT": "500"}
+
+
+async def test_the_form_names_every_broken_field_at_once():
+    """Issue 12: LUSTRE_CAPACITY=10000 went unreported while CLUSTER_NAME was also wrong."""
+    app = RecordingApp()
+    state = codelab_state()
+    state = type(state)(state.env_path, {**state.values, "CLUSTER_NAME": "Ray-GPU",
+                                         "LUSTRE_CAPACITY": "10000", "ZONE": "us-east1"},
+                        state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, state)
+        assert "not a GKE cluster name" in message(screen, "CLUSTER_NAME")
+        assert "nearest: 9000 or 18000" in message(screen, "LUSTRE_CAPACITY")
+        assert "not a zone" in message(screen, "ZONE")
+        assert message(screen, "REGION") == ""  # compared with a valid ZONE only
+        assert "3 problems (ZONE, CLUSTER_NAME, LUSTRE_CAPACITY)" in summary(screen)
