@@ -1,6 +1,7 @@
-"""Configure: the env.sh form. Snapshots of the codelab's values and of a state with problems;
-pilot tests of live validation, Save (refused while a field is bad; only changes are sent),
-hidden secrets, derived values, and one round trip through a real Session and env.sh."""
+"""Configure: the env.sh form. Snapshots (80x24 and 120x40) of the codelab's values and of a
+state with problems; pilot tests of live validation (every broken field at once), Save (refused
+while a field is bad; only changes are sent), reload asking before it drops edits, the focus
+highlight, hidden secrets, derived values, and one round trip through a real Session and env.sh."""
 
 from __future__ import annotations
 
@@ -308,12 +309,13 @@ async def test_secrets_are_bullets_on_screen():
 
 
 async def test_reload_asks_before_discarding_edits():
-    """ctrl+l reads env.sh again; with an unsaved edit it asks first: keep (Esc) leaves the edit
-    and reads nothing, discard (d) reloads. ctrl+r is Provision's run key, not a reload here."""
+    """ctrl+l (or the Reload button) reads env.sh again; with an unsaved edit it asks first: keep
+    (Esc, or Enter on the focused button) leaves the edit and reads nothing, discard (d) reloads.
+    ctrl+r is Provision's run key, not a reload here. At 80x24: the question fits."""
     from rltui.screens.configure import DiscardEdits
 
     app = RecordingApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_configure(app, pilot, codelab_state())
         await pilot.press("ctrl+l")  # nothing edited: no question
         await pilot.pause()
@@ -335,6 +337,13 @@ async def test_reload_asks_before_discarding_edits():
         assert screen.field("NUM_NODES").value == "16"
         assert app._notifications and list(app._notifications)[-1].title == "Not reloaded"
 
+        await pilot.click("#configure-reload")  # the button asks too; Enter keeps (focused)
+        await pilot.pause()
+        assert isinstance(app.screen, DiscardEdits)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 1
+
         await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.press("d")
@@ -345,28 +354,6 @@ async def test_reload_asks_before_discarding_edits():
         await pilot.pause()
         assert screen.field("NUM_NODES").value == "8"
         assert "unsaved" not in summary(screen)
-
-
-async def test_the_discard_question_is_answered_with_its_buttons_too():
-    from rltui.screens.configure import DiscardEdits
-
-    app = RecordingApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_configure(app, pilot, codelab_state())
-        await paste_into(pilot, screen, "ZONE", "us-central1-a")  # REGION follows: 2 edits
-        await pilot.click("#configure-reload")
-        await pilot.pause()
-        assert isinstance(app.screen, DiscardEdits)
-        assert "2 unsaved changes (ZONE, REGION)" in str(
-            app.screen.query_one("#discard-question", Static).render())
-        await pilot.press("enter")  # the focused button is the safe one: keep
-        await pilot.pause()
-        assert app.screen is screen and app.reloads == 0
-        await pilot.click("#configure-reload")
-        await pilot.pause()
-        await pilot.click("#discard-yes")
-        await pilot.pause()
-        assert app.screen is screen and app.reloads == 1
 
 
 async def test_a_republished_state_keeps_unsaved_edits():

@@ -1,7 +1,8 @@
 """Job: the run's parameters, the preview of what `ray job submit` uploads, submit / resume.
-Snapshots of the codelab's values and of a batch size that does not fit; pilot tests of live
-checks, the preview following the form, Save sending only changes, Submit saving first and
-staying off while invalid, Resubmit asking to resume, and the last job's status."""
+Snapshots (80x24 and 120x40) of the codelab's values and of a batch size that does not fit;
+pilot tests of live checks (an emptied field named), the preview following the form and given
+whole for the full view, Save sending only changes, Submit (ctrl+g) saving first and staying
+off while invalid, Resubmit asking to resume, the last job's status and the dashboard URL."""
 
 from __future__ import annotations
 
