@@ -112,9 +112,8 @@ class DiscardEdits(ModalScreen[bool]):
 class ConfigureScreen(WizardScreen):
     MODE = "configure"
     TITLE = "Configure"
-    # Below 100 columns each hint goes under its input (rltui.tcss): beside it, it wrapped
-    # into a 17-column strip at 80x24, two or three lines a field.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    # "-narrow" (WizardScreen, below 110 columns): each hint goes under its input (rltui.tcss);
+    # beside it, it wrapped into a 17-column strip at 80x24, two or three lines a field.
 
     BINDINGS = [
         Binding("ctrl+s", "save", "save env.sh", priority=True),

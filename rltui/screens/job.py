@@ -93,9 +93,9 @@ class JobPreview(ContentSwitcher):
 class JobScreen(WizardScreen):
     MODE = "job"
     TITLE = "Job"
-    # Below 100 columns the form is 40 wide: a message under a field uses all of it (rltui.tcss)
-    # instead of the 14 columns beside the labels, where it took one line per word.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    # "-narrow" (WizardScreen, below 110 columns): the form is about 40 wide, and a message
+    # under a field uses all of it (rltui.tcss) instead of the 14 columns beside the labels,
+    # where it took one line per word.
     BINDINGS = [Binding("ctrl+s", "save", "save parameters", priority=True),
                 Binding("ctrl+g", "submit(False)", "submit", priority=True)]
 
