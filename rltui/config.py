@@ -345,38 +345,55 @@ ENV_FIELDS = tuple(ALIASES)  # every variable rltui knows, in the model's order
 CODELAB_FIELDS = ENV_FIELDS[: ENV_FIELDS.index("DEVICE_TYPE") + 1]
 
 
-def _cross_checks(cfg: RLConfig) -> list[Problem]:
+def _cross_checks(cfg: RLConfig, broken: frozenset[str] = frozenset()) -> list[Problem]:
+    """The rules across fields. `broken`: the variables that failed their own rule (`cfg` holds
+    their defaults instead); a rule reading one of them is skipped, so a broken base value is
+    one problem of its own and never a second, made-up one (REGION against a ZONE that is not a
+    zone). Every other rule still runs: one broken field never hides another's problem."""
     problems: list[Problem] = []
+
+    def ok(*names: str) -> bool:
+        return not broken.intersection(names)
+
     expected_region = region_of(cfg.zone)
-    if expected_region and cfg.region != expected_region:
+    if ok("ZONE", "REGION") and expected_region and cfg.region != expected_region:
         problems.append(Problem(
             "REGION", f"{cfg.region} does not match ZONE {cfg.zone}: expected {expected_region}"))
-    tier_problem = cfg.lustre_tier.check(cfg.lustre_capacity)
-    if tier_problem:
-        problems.append(Problem("LUSTRE_CAPACITY", f"{cfg.lustre_capacity} GiB: {tier_problem}"))
+    if ok("LUSTRE_CAPACITY", "LUSTRE_THROUGHPUT"):
+        tier_problem = cfg.lustre_tier.check(cfg.lustre_capacity)
+        if tier_problem:
+            problems.append(Problem("LUSTRE_CAPACITY", f"{cfg.lustre_capacity} GiB: {tier_problem}"))
+    elif ok("LUSTRE_CAPACITY") and not any(t.allows(cfg.lustre_capacity) for t in LUSTRE_TIERS.values()):
+        least = min(LUSTRE_TIERS.values(), key=lambda t: t.min_gib)
+        problems.append(Problem("LUSTRE_CAPACITY", f"{cfg.lustre_capacity} GiB fits no throughput"
+                                f" tier (the smallest: {least.min_gib} GiB at {least.throughput}"
+                                " MB/s per TiB)"))
     device = cfg.device
-    if cfg.gpus_per_node != device.gpus_per_node:
+    if ok("GPUS_PER_NODE", "DEVICE_TYPE") and cfg.gpus_per_node != device.gpus_per_node:
         problems.append(Problem(
             "GPUS_PER_NODE",
             f"{cfg.device_type} nodes have {device.gpus_per_node} GPUs, not {cfg.gpus_per_node}"))
     samples = cfg.prompts_per_step * cfg.generations_per_prompt
-    if samples % cfg.global_batch_size:
+    if ok("PROMPTS_PER_STEP", "GENERATIONS_PER_PROMPT", "GLOBAL_BATCH_SIZE") and \
+            samples % cfg.global_batch_size:
         problems.append(Problem(
             "GLOBAL_BATCH_SIZE",
             f"PROMPTS_PER_STEP x GENERATIONS_PER_PROMPT = {samples} is not a multiple of"
             f" {cfg.global_batch_size}"))
-    if cfg.world_size % MODEL_PARALLEL_SIZE:
+    if not ok("NUM_NODES", "GPUS_PER_NODE"):
+        pass
+    elif cfg.world_size % MODEL_PARALLEL_SIZE:
         problems.append(Problem(
             "NUM_NODES", f"{cfg.world_size} GPUs cannot hold the 70B config's TP 4 x PP 4"
                          f" ({MODEL_PARALLEL_SIZE} GPUs per model copy)"))
-    else:
+    elif ok("GLOBAL_BATCH_SIZE"):
         dp = cfg.world_size // MODEL_PARALLEL_SIZE
         if cfg.global_batch_size % dp:
             problems.append(Problem(
                 "GLOBAL_BATCH_SIZE",
                 f"{cfg.global_batch_size} does not divide by the data-parallel size {dp}"
                 f" ({cfg.world_size} GPUs / TP 4 x PP 4)"))
-    if cfg.wandb_enabled and cfg.wandb_api_key is None:
+    if ok("WANDB_ENABLED", "WANDB_API_KEY") and cfg.wandb_enabled and cfg.wandb_api_key is None:
         problems.append(Problem("WANDB_API_KEY", "needed when WANDB_ENABLED is True"))
     return problems
 
@@ -392,6 +409,9 @@ def _message(err: Mapping[str, Any]) -> str:
 def parse_config(values: Mapping[str, Any]) -> RLConfig:
     """Build the config from env.sh-style values; raise ConfigError naming every bad field.
 
+    Every problem at once: pydantic reports each field's own rule together; then the fields
+    that failed are set aside (their defaults stand in) and the rules across fields run on
+    the rest, so LUSTRE_CAPACITY's tier is checked even while CLUSTER_NAME is wrong.
     Unknown keys are ignored (env.sh may hold the user's own variables).
     """
     known = {k: v for k, v in values.items() if k in ALIASES}
@@ -401,15 +421,42 @@ def parse_config(values: Mapping[str, Any]) -> RLConfig:
         known.pop("PROJECT_ID", None)
     # Empty strings mean "not set": fall back to the default.
     data = {k: v for k, v in known.items() if not (isinstance(v, str) and v == "" and k not in SECRET_FIELDS)}
+    cfg, own = _field_problems(data, known, skip_project=bool(problems))
+    problems += own
+    broken = frozenset(p.field for p in problems)
+    if {"CLUSTER_NAME", "NETWORK_NAME"} <= broken and \
+            known.get("NETWORK_NAME") == f"{known.get('CLUSTER_NAME')}-net-0":
+        # env.sh's ${CLUSTER_NAME}-net-0, expanded: fixing CLUSTER_NAME fixes it, one problem
+        problems = [p for p in problems if p.field != "NETWORK_NAME"]
+    if cfg is None or broken:
+        # A stand-in for each broken field (PROJECT_ID has no default): only to run the rest.
+        rest = {k: v for k, v in data.items() if k not in broken}
+        rest.setdefault("PROJECT_ID", "stand-in-project")
+        try:
+            cfg = RLConfig.model_validate(rest)
+        except ValidationError:  # not expected: every field left passed its own rule
+            raise ConfigError(problems) from None
+        raise ConfigError(problems + _cross_checks(cfg, broken))
+    problems = _cross_checks(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def _field_problems(data: Mapping[str, Any], known: Mapping[str, Any],
+                    skip_project: bool) -> tuple[RLConfig | None, list[Problem]]:
+    """Each field's own rule, all fields at once (pydantic collects every field's error):
+    the model when every field passed, else the problems."""
     try:
-        cfg = RLConfig.model_validate(data)
+        return RLConfig.model_validate(data), []
     except ValidationError as exc:
+        problems: list[Problem] = []
         for err in exc.errors(include_input=False, include_url=False):
             loc = err.get("loc") or ("?",)
             name = str(loc[0])
             field = RLConfig.model_fields.get(name)
             alias = (field.alias if field else None) or name
-            if alias == "PROJECT_ID" and problems and problems[0].field == "PROJECT_ID":
+            if alias == "PROJECT_ID" and skip_project:
                 continue
             message = _message(err)
             if err.get("type") in ("int_parsing", "int_from_float"):
@@ -417,11 +464,25 @@ def parse_config(values: Mapping[str, Any]) -> RLConfig:
             elif err.get("type") == "bool_parsing":
                 message = f"must be True or False, got {str(known.get(alias))!r}"
             problems.append(Problem(alias, message))
-        raise ConfigError(problems) from None
-    problems += _cross_checks(cfg)
-    if problems:
-        raise ConfigError(problems)
-    return cfg
+        return None, problems
+
+
+# What an empty field means in a form; any other field must hold a value there.
+EMPTY_MEANS = {"NETWORK_NAME": "${CLUSTER_NAME}-net-0", "HF_TOKEN": "not set (or kept)",
+               "WANDB_API_KEY": "not set (or kept)", "CHECKPOINT_METRIC": "null",
+               "WANDB_ENABLED": "on iff WANDB_API_KEY is set"}
+
+
+def empty_problem(name: str, value: str) -> str | None:
+    """An emptied form field that needs a value. In env.sh a variable left out means the
+    default; in a form an empty field is the user's blank, which must not pass as a default
+    nobody sees (an empty GLOBAL_BATCH_SIZE showing "ready to submit")."""
+    if value.strip() or name in EMPTY_MEANS or name not in ALIASES:
+        return None
+    if name == "PROJECT_ID":
+        return "missing: set your Google Cloud project ID"
+    default = RLConfig.model_fields[ALIASES[name]].default
+    return f"empty: type a value (the codelab's is {default})"
 
 
 def check_field(name: str, value: str, others: Mapping[str, str] | None = None) -> str | None:
@@ -429,6 +490,9 @@ def check_field(name: str, value: str, others: Mapping[str, str] | None = None) 
 
     Cross-field rules are included when `others` (the rest of the form) is given.
     """
+    empty = empty_problem(name, value)
+    if empty:
+        return empty
     values = dict(others or {})
     values[name] = value
     values.setdefault("PROJECT_ID", "placeholder-project")

@@ -17,8 +17,8 @@ from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
-from .plan.jobs import (Refused, follow_logs, job_logs, job_summary, retire_jobs, stop_jobs,
-                        submit_job)
+from .plan.jobs import (Refused, follow_logs, job_logs, job_status, job_summary, retire_jobs,
+                        stop_jobs, submit_job)
 from .plan.view import fmt_s
 
 if TYPE_CHECKING:
@@ -111,6 +111,10 @@ async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool, recover: 
 
 async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: bool,
                write: Callable[[str], None] | None = None) -> int:
+    """The job's log, then its status alone on the last line (README: "final status last"),
+    with `--follow` or without: the status the job ended with, or the one it has now. Without
+    `--follow` the status is asked before the log is read, so a finished status always comes
+    after the whole log. Exit 0, or with `--follow` 0 only for SUCCEEDED."""
     def default_write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -121,11 +125,14 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
 
     def on_text(text: str) -> None:
         write(text)
-        ended["newline"] = text.endswith("\n")
+        if text:
+            ended["newline"] = text.endswith("\n")
 
     try:
         if not follow:
-            write(await job_logs(ctx, job))
+            now = await job_status(ctx, job)
+            on_text(await job_logs(ctx, job))
+            write(("" if ended["newline"] else "\n") + now + "\n")
             return 0
         final = await follow_logs(ctx, on_text, job)
     finally:

@@ -209,6 +209,20 @@ async def job_logs(ctx: Context, job_id: str | None = None) -> str:
     return "".join(parts)
 
 
+async def job_status(ctx: Context, job_id: str | None = None) -> str:
+    """The status `logs --follow` ends with, asked now: a supervised run's from its supervisor's
+    record (the run's, whichever attempt was asked for, as `follow_logs` returns it), another
+    job's from Ray's job API (PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED)."""
+    from ..cloud.rayjobs import RayJobs
+
+    jobs_api = RayJobs(await ctx.dashboard())
+    wanted = await resolve_job_id(ctx, jobs_api, job_id)
+    run = await supervised_run(ctx, wanted)
+    if run is not None:
+        return run.status
+    return str(await jobs_api.status(wanted))
+
+
 async def job_info(ctx: Context, job_id: str | None = None) -> JobInfo | None:
     from ..cloud.rayjobs import RayJobs
 

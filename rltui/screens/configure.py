@@ -1,8 +1,9 @@
 """Configure: the codelab's env.sh as a form, checked on every keystroke.
 
 The message for each field comes from `rltui.config.check_field` and shows under the field.
-Saving sends only what changed, so a value written as `${CLUSTER_NAME}-net-0` stays a
-reference; secrets are sent only when typed and never shown (bullets, then "set").
+Saving (ctrl+s) sends only what changed, so a value written as `${CLUSTER_NAME}-net-0` stays a
+reference; secrets are sent only when typed and never shown (bullets, then "set"). Reloading
+(ctrl+l) with unsaved edits asks first (`DiscardEdits`): edits are never dropped silently.
 Job parameters live on the Job screen.
 """
 
@@ -13,7 +14,8 @@ from typing import Iterable
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from ..config import (ALIASES, DEVICE_TYPES, LUSTRE_TIERS, SECRET_FIELDS, ConfigError, RLConfig,
@@ -63,13 +65,59 @@ def problems_elsewhere(values: dict[str, str]) -> list[str]:
     return []
 
 
+class DiscardEdits(ModalScreen[bool]):
+    """Asked before a reload would drop unsaved edits: True to discard them and read env.sh
+    again, False to keep them (Escape, and the button focused first: the safe answer)."""
+
+    DEFAULT_CSS = """
+    DiscardEdits { align: center middle; }
+    DiscardEdits > Vertical {
+        width: 64; max-width: 100%; height: auto;
+        border: round $warning; background: $surface; padding: 0 1;
+    }
+    DiscardEdits #discard-question { height: auto; margin: 0 0 1 0; }
+    DiscardEdits Horizontal { height: auto; }
+    DiscardEdits Button { margin: 0 2 0 0; }
+    """
+    BINDINGS = [Binding("escape,k", "answer(False)", "keep the edits"),
+                Binding("d", "answer(True)", "discard and reload")]
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def compose(self) -> ComposeResult:
+        count = len(self.names)
+        with Vertical():
+            yield Static(Text.assemble(
+                (f"{count} unsaved change{'s' if count != 1 else ''}", "bold"),
+                f" ({', '.join(self.names)}).\nReload env.sh from disk and discard "
+                f"{'them' if count != 1 else 'it'}?"), id="discard-question")
+            with Horizontal():
+                yield Button("Keep editing  k / Esc", id="discard-keep", variant="primary",
+                             compact=True)
+                yield Button("Discard and reload  d", id="discard-yes", variant="error",
+                             compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#discard-keep", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "discard-yes")
+
+    def action_answer(self, discard: bool) -> None:
+        self.dismiss(discard)
+
+
 class ConfigureScreen(WizardScreen):
     MODE = "configure"
     TITLE = "Configure"
+    # "-narrow" (WizardScreen, below 110 columns): each hint goes under its input (rltui.tcss);
+    # beside it, it wrapped into a 17-column strip at 80x24, two or three lines a field.
 
     BINDINGS = [
         Binding("ctrl+s", "save", "save env.sh", priority=True),
-        Binding("ctrl+r", "reload", "reload env.sh", priority=True),
+        Binding("ctrl+l", "reload", "reload env.sh", priority=True),
     ]
 
     def __init__(self) -> None:
@@ -82,7 +130,7 @@ class ConfigureScreen(WizardScreen):
         self._in_step = {"REGION": False, "GPUS_PER_NODE": False}  # follows ZONE / DEVICE_TYPE
 
     def compose_body(self) -> ComposeResult:
-        yield Static(Text("Waiting for env.sh… (ctrl+r reads it again)"), id="configure-summary")
+        yield Static(Text("Waiting for env.sh… (ctrl+l reads it again)"), id="configure-summary")
         with VerticalScroll(id="configure-form"):
             for title, fields in GROUPS:
                 yield Static(title, classes="section-title")
@@ -93,7 +141,7 @@ class ConfigureScreen(WizardScreen):
         with Horizontal(id="configure-actions"):
             yield Button("Save  ctrl+s", id="configure-save", action="screen.save", compact=True,
                          variant="primary")
-            yield Button("Reload  ctrl+r", id="configure-reload", action="screen.reload",
+            yield Button("Reload  ctrl+l", id="configure-reload", action="screen.reload",
                          compact=True)
             yield Button("Next: Provision  F4", id="configure-next",
                          action="app.switch_mode('provision')", compact=True)
@@ -109,7 +157,8 @@ class ConfigureScreen(WizardScreen):
         yield SystemCommand("Configure: save env.sh", "Write the form to env.sh (ctrl+s)",
                             self.action_save)
         yield SystemCommand("Configure: reload env.sh",
-                            "Read env.sh again, dropping edits (ctrl+r)", self.action_reload)
+                            "Read env.sh from disk again; asks before dropping unsaved edits"
+                            " (ctrl+l)", self.action_reload)
 
     # --- the state from env.sh ---
 
@@ -127,6 +176,8 @@ class ConfigureScreen(WizardScreen):
                 continue
             field = self.field(name)
             shown = baseline[name] or ("" if name == "NETWORK_NAME" else default_of(name))
+            # A variable env.sh leaves out means its default: showing it is not an edit.
+            baseline[name] = shown
             edited = name in self._shown and field.value != self._shown[name]
             if self._discard_edits or not edited:
                 field.value = shown
@@ -325,5 +376,19 @@ class ConfigureScreen(WizardScreen):
             self.field(name).value = ""
 
     def action_reload(self) -> None:
+        """Read env.sh again; with unsaved edits, only once the user says to discard them."""
+        edits = list(self.changes()) if self._state is not None else []
+        if not edits:
+            self._reload()
+            return
+        self.app.push_screen(DiscardEdits(edits), self._answered)
+
+    def _answered(self, discard: bool | None) -> None:
+        if discard:
+            self._reload()
+        else:
+            self.notify("your edits are kept; env.sh was not read again", title="Not reloaded")
+
+    def _reload(self) -> None:
         self._discard_edits = True
         self.wizard.reload_config()

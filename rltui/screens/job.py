@@ -3,8 +3,11 @@
 Each field is checked with `rltui.config.check_field` against the whole env.sh, so a batch
 size that does not fit the prompts x generations shows why under GLOBAL_BATCH_SIZE. The
 preview is `rltui.manifests.job_files` of the form's values; while they are invalid it lists
-the problems instead and Submit is off. Submit saves unsaved edits first: the job runs what
-env.sh holds.
+the problems instead and Submit is off; an emptied field is a problem (named), never the
+default it would fall back to. Submit (ctrl+g) saves unsaved edits first: the job runs what
+env.sh holds; resubmit-to-resume is in the palette and its button. The preview opens
+full-screen (ctrl+o, `JobPreview.pane_text`) where its long lines wrap. The Ray dashboard's URL
+shows when the app publishes it (the bus topic `dashboard`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from .. import manifests
-from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, check_field, parse_config, submit_problems
+from ..config import (ALIASES, SECRET_FIELDS, ConfigError, Problem, RLConfig, check_field,
+                      parse_config, submit_problems)
 from ..joblog import TrainingStep
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
@@ -35,9 +39,8 @@ GROUPS: list[tuple[str, list[tuple[str, list[tuple[str, str]] | None]]]] = [
                                  ("CHECKPOINT_KEEP_TOP_K", None), ("CHECKPOINT_METRIC", None),
                                  ("CHECKPOINT_DIR", None)]),
     ("Model and data", [("MODEL_NAME", None), ("CONVERTER_TYPE", None), ("DATASET", None)]),
-    ("Weights & Biases", [("WANDB_ENABLED", [("auto: on if WANDB_API_KEY is set", "auto"),
-                                             *TRUE_FALSE]),
-                          ("WANDB_RUN_NAME", None)]),
+    ("Weights & Biases (auto: on with a key)", [("WANDB_ENABLED", [("auto", "auto"), *TRUE_FALSE]),
+                                                ("WANDB_RUN_NAME", None)]),
 ]
 FIELDS = [name for _g, fields in GROUPS for name, _c in fields]
 CHOICES = {name: choices for _g, fields in GROUPS for name, choices in fields if choices}
@@ -51,10 +54,50 @@ def _tab_id(name: str) -> str:
     return "file-" + name.replace(".", "-").lstrip("-")
 
 
+def default_of(name: str) -> str:
+    """The model's default as env.sh text: what a variable env.sh leaves out means."""
+    default = RLConfig.model_fields[ALIASES[name]].default
+    if name == "WANDB_ENABLED" and default is None:
+        return AUTO
+    if isinstance(default, bool):
+        return "True" if default else "False"
+    return "null" if default is None and name == "CHECKPOINT_METRIC" else \
+        "" if default is None else str(default)
+
+
+def dashboard_url(payload: Any) -> str:
+    """The URL in the `dashboard` topic's payload (a str, or a mapping with "url"); "" if none."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        return str(payload.get("url") or "")
+    return ""
+
+
+class JobPreview(ContentSwitcher):
+    """The files `ray job submit` uploads, or the problems that keep them from being built.
+    `pane_text` (the pane protocol) gives the shown file whole, for the full view (ctrl+o)."""
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        if self.current == "job-problems":
+            problems = self.query_one("#job-problems", Static)
+            return "Job: fix these to see the files", str(problems.render()).splitlines()
+        tabs = self.query_one(TabbedContent)
+        name = next((f for f in FILES if _tab_id(f) == tabs.active), None)
+        if name is None:
+            return None
+        area = self.query_one(f"#text-{_tab_id(name)}", TextArea)
+        return name, area.text.splitlines()
+
+
 class JobScreen(WizardScreen):
     MODE = "job"
     TITLE = "Job"
-    BINDINGS = [Binding("ctrl+s", "save", "save parameters", priority=True)]
+    # "-narrow" (WizardScreen, below 110 columns): the form is about 40 wide, and a message
+    # under a field uses all of it (rltui.tcss) instead of the 14 columns beside the labels,
+    # where it took one line per word.
+    BINDINGS = [Binding("ctrl+s", "save", "save parameters", priority=True),
+                Binding("ctrl+g", "submit(False)", "submit", priority=True)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,7 +118,7 @@ class JobScreen(WizardScreen):
                                         restrict=r"[0-9]*" if name in NUMERIC else None)
             with Vertical(id="job-right"):
                 yield Static("Uploaded by ray job submit --working-dir", classes="job-title")
-                with ContentSwitcher(initial="job-files", id="job-preview"):
+                with JobPreview(initial="job-files", id="job-preview"):
                     with TabbedContent(id="job-files"):
                         for name in FILES:
                             with TabPane(name, id=_tab_id(name)):
@@ -84,10 +127,11 @@ class JobScreen(WizardScreen):
                     yield Static("", id="job-problems")
                 yield Static("Last job", classes="job-title")
                 yield JobStrip(empty="no job status yet", id="job-strip")
+                yield Static("", id="job-dashboard")
         with Horizontal(id="job-actions"):
             yield Button("Save  ctrl+s", id="job-save", action="screen.save", compact=True)
-            yield Button("Submit", id="job-submit", action="screen.submit(False)", compact=True,
-                         variant="primary")
+            yield Button("Submit  ctrl+g", id="job-submit", action="screen.submit(False)",
+                         compact=True, variant="primary")
             yield Button("Resubmit to resume", id="job-resume", action="screen.submit(True)",
                          compact=True)
             yield Button("Monitor  F8", id="job-monitor", action="app.switch_mode('monitor')",
@@ -98,6 +142,10 @@ class JobScreen(WizardScreen):
         bus.config.subscribe(self, self._on_config)
         bus.job_status.subscribe(self, self._on_job_status)
         bus.step_record.subscribe(self, self._on_step_record)  # each replays what came before
+        self.query_one("#job-dashboard").display = False
+        dashboard = getattr(bus, "dashboard", None)  # published by the app once it answers
+        if dashboard is not None:
+            dashboard.subscribe(self, self._on_dashboard)
         self._check()
 
     def system_commands(self) -> Iterable[SystemCommand]:
@@ -132,13 +180,20 @@ class JobScreen(WizardScreen):
         value = state.values.get(name, "")
         if name == "WANDB_ENABLED":
             return value if value in ("True", "False") else AUTO
-        return value
+        return value or default_of(name)  # left out of env.sh (or empty): the default
 
     def _on_job_status(self, status: dict[str, Any]) -> None:
         self.query_one(JobStrip).set_status(status)
 
     def _on_step_record(self, record: TrainingStep) -> None:
         self.query_one(JobStrip).add_record(record)
+
+    def _on_dashboard(self, payload: Any) -> None:
+        url = dashboard_url(payload)
+        line = self.query_one("#job-dashboard", Static)
+        line.update(Text("Ray dashboard  ", style="dim").append(url, style="bold link " + url)
+                    if url else "")
+        line.display = bool(url)
 
     def _header(self, info: HeaderInfo) -> None:
         super()._header(info)
@@ -186,6 +241,12 @@ class JobScreen(WizardScreen):
                 self.files = manifests.job_files(parse_config(values))
             except ConfigError as exc:
                 self.problems = list(exc.problems)
+            # What only the form knows (an emptied field): the files would show a default.
+            named = {p.field for p in self.problems}
+            blank = [Problem(n, self.field(n).message) for n in FIELDS
+                     if self.field(n).message and n not in named]
+            if blank:
+                self.problems[:0], self.files = blank, {}
         self.problems += self._submit_problems(values)
         self._show_preview()
         self._summarise()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
@@ -37,7 +38,8 @@ class FormField(Widget):
     FormField.-invalid .field-message { display: block; }
     /* On the field, not the Input: an Input re-marks itself valid when it has no validators. */
     FormField.-invalid Input, FormField.-invalid SelectCurrent { background-tint: $error 20%; }
-    FormField:focus-within .field-label { color: $accent; text-style: bold; }
+    /* A class, not :focus-within: see `_follow_focus`. */
+    FormField.-focused .field-label { color: $accent; text-style: bold; }
     """
 
     class Changed(Message):
@@ -137,6 +139,23 @@ class FormField(Widget):
     def watch_hint(self, hint: str | Text) -> None:
         for static in self.query(".field-hint").results(Static):
             static.update(self._text(hint))
+
+    # --- focus: the label of the field being edited stands out, and only that one ---
+
+    def on_descendant_focus(self, _event: events.DescendantFocus) -> None:
+        self._follow_focus()
+
+    def on_descendant_blur(self, _event: events.DescendantBlur) -> None:
+        self._follow_focus()
+
+    def _follow_focus(self) -> None:
+        """Mark the field while focus is within it. The rule `FormField:focus-within
+        .field-label` left labels lit after focus had gone: on a focus change Textual restyles
+        only the subtree of an ancestor of the focused or blurred widget whose own rules use
+        :focus-within (Screen._update_focus_styles, textual 8.2); the label is beside the
+        Input, not below it, so it kept whatever style it got while its field had focus (an
+        edit restyles the field). A class change restyles the field and all it holds."""
+        self.set_class(self.has_focus_within, "-focused")
 
     # --- events: one Changed per edit, whatever the control ---
 

@@ -214,6 +214,19 @@ def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
     steps = re.findall(r"=+ Step (\d+)/(\d+) =+", logs.stdout)
     assert [int(s) for s, _ in steps] == list(range(1, 21)), "each step exactly once, in order"
     assert "Step 20/20" in logs.stdout
+    user["follow_out"] = logs.stdout
+
+
+def test_logs_without_follow_ends_with_the_jobs_status(user):
+    """README: `rltui logs` gives the job's lines, "final status last"; as `--follow` does, the
+    status alone on the last line (from the supervisor's record of the run, or Ray's job API)."""
+    out = rltui(user, "logs")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "SUCCEEDED" and lines[-2] != ""
+    assert [int(s) for s, _ in re.findall(r"=+ Step (\d+)/(\d+) =+", out.stdout)] == list(range(1, 21))
+    body = out.stdout[: -len("SUCCEEDED\n")]
+    assert user["follow_out"].startswith(body), "the same log --follow gave"
 
 
 def test_a_program_outside_rltui_sees_what_google_would_show(user, tmp_path):

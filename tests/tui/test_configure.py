@@ -1,6 +1,7 @@
-"""Configure: the env.sh form. Snapshots of the codelab's values and of a state with problems;
-pilot tests of live validation, Save (refused while a field is bad; only changes are sent),
-hidden secrets, derived values, and one round trip through a real Session and env.sh."""
+"""Configure: the env.sh form. Snapshots (80x24 and 120x40) of the codelab's values and of a
+state with problems; pilot tests of live validation (every broken field at once), Save (refused
+while a field is bad; only changes are sent), reload asking before it drops edits, the focus
+highlight, hidden secrets, derived values, and one round trip through a real Session and env.sh."""
 
 from __future__ import annotations
 
@@ -118,24 +119,64 @@ async def test_choice_field_keeps_an_unknown_value():
         assert field.value == "False" and app.changes[-1] == ("CHECKPOINT_ENABLED", "False")
 
 
-# --- snapshots ---
+def label_look(screen: Any, name: str) -> tuple[str, bool]:
+    """How the field's label is drawn: its colour and whether it is bold."""
+    from textual.widgets import Label
 
-def test_codelab_values(snap_compare, wizard_app):
+    label = screen.field(name).query_one(".field-label", Label)
+    return str(label.styles.color), bool(label.styles.text_style.bold)
+
+
+async def test_only_the_focused_field_is_highlighted():
+    """Issue 12: fields stayed highlighted after focus left. The label's rule was
+    `FormField:focus-within .field-label`; Textual restyles on a focus change only the subtree of
+    an ancestor of the focused (or blurred) widget whose own rules use :focus-within
+    (Screen._update_focus_styles, textual 8.2), and the label is not below the Input: a label
+    restyled while its field had focus (an edit re-marks the field) kept the highlight."""
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, codelab_state())
+        plain = label_look(screen, "NUM_NODES")
+        assert plain[1] is False
+        for name, text in (("PROJECT_ID", "x"), ("CLUSTER_NAME", "Q"), ("DEVICE_TYPE", None)):
+            screen.field(name).focus_input()
+            await pilot.pause()
+            if text:
+                await pilot.press("end", text)  # an edit: the field's message and class change
+            await pilot.pause()
+            assert label_look(screen, name) != plain, name  # the focused field stands out
+            await pilot.press("tab")
+            await pilot.pause()
+            await pilot.pause()
+            assert label_look(screen, name) == plain, f"{name} still highlighted"
+        screen.query_one("#configure-save").focus()
+        await pilot.pause()
+        lit = [f.field_name for f in screen.query(FormField) if label_look(screen, f.field_name) != plain]
+        assert lit == []
+
+
+# --- snapshots, at 80x24 (a plain terminal) and 120x40 ---
+
+SIZES = [(80, 24), (120, 40)]
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_codelab_values(snap_compare, wizard_app, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await open_configure(app, pilot, codelab_state())
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_bad_region_and_capacity(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_bad_region_and_capacity(snap_compare, wizard_app, size):
     app = wizard_app()
 
     async def run_before(pilot):
         await open_configure(app, pilot, bad_state())
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 # --- live validation ---
@@ -267,14 +308,47 @@ async def test_secrets_are_bullets_on_screen():
         assert "optional: Weights" in svg and "not set" in svg  # WANDB_API_KEY's
 
 
-async def test_reload_discards_edits():
+async def test_reload_asks_before_discarding_edits():
+    """ctrl+l (or the Reload button) reads env.sh again; with an unsaved edit it asks first: keep
+    (Esc, or Enter on the focused button) leaves the edit and reads nothing, discard (d) reloads.
+    ctrl+r is Provision's run key, not a reload here. At 80x24: the question fits."""
+    from rltui.screens.configure import DiscardEdits
+
     app = RecordingApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_configure(app, pilot, codelab_state())
+        await pilot.press("ctrl+l")  # nothing edited: no question
+        await pilot.pause()
+        assert app.reloads == 1 and app.screen is screen
         await type_into(pilot, screen, "NUM_NODES", "16")
         assert "1 unsaved change" in summary(screen)
         await pilot.press("ctrl+r")
-        assert app.reloads == 1
+        await pilot.pause()
+        assert app.reloads == 1 and app.screen is screen
+
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert isinstance(app.screen, DiscardEdits) and app.reloads == 1
+        question = str(app.screen.query_one("#discard-question", Static).render())
+        assert "1 unsaved change (NUM_NODES)" in question
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 1
+        assert screen.field("NUM_NODES").value == "16"
+        assert app._notifications and list(app._notifications)[-1].title == "Not reloaded"
+
+        await pilot.click("#configure-reload")  # the button asks too; Enter keeps (focused)
+        await pilot.pause()
+        assert isinstance(app.screen, DiscardEdits)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 1
+
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.screen is screen and app.reloads == 2
         app.bus.config.publish(codelab_state())  # what the app publishes after reading env.sh
         await pilot.pause()
         await pilot.pause()
@@ -347,7 +421,7 @@ async def test_round_trip_through_env_sh(tmp_path: Path, state_home: Path):
     app = EnvOnlyApp(session=session, header=HEADER)
     async with app.run_test(size=SIZE) as pilot:
         await app.switch_mode("configure")
-        await pilot.press("ctrl+r")
+        await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.pause()
         screen = app.screen
@@ -369,3 +443,36 @@ async def test_round_trip_through_env_sh(tmp_path: Path, state_home: Path):
         hint = str(screen.field("HF_TOKEN").query_one(".field-hint", Static).render())
         assert hint.startswith("set")
         assert "RoundTrip" not in app.export_screenshot()
+
+
+async def test_a_variable_env_sh_leaves_out_is_its_default_not_an_unsaved_change():
+    """The template has no LUSTRE_THROUGHPUT: the form shows 1000, and that is not an edit
+    (before, a fresh env.sh read '1 unsaved change' and a reload asked about it)."""
+    app = RecordingApp()
+    state = codelab_state()
+    values = {k: v for k, v in state.values.items() if k != "LUSTRE_THROUGHPUT"}
+    state = type(state)(state.env_path, values, state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, state)
+        assert screen.field("LUSTRE_THROUGHPUT").value == "1000"
+        assert screen.changes() == {} and "unsaved" not in summary(screen)
+        screen.field("LUSTRE_THROUGHPUT").value = "500"
+        await pilot.pause()
+        await pilot.pause()
+        assert screen.changes() == {"LUSTRE_THROUGHPUT": "500"}
+
+
+async def test_the_form_names_every_broken_field_at_once():
+    """Issue 12: LUSTRE_CAPACITY=10000 went unreported while CLUSTER_NAME was also wrong."""
+    app = RecordingApp()
+    state = codelab_state()
+    state = type(state)(state.env_path, {**state.values, "CLUSTER_NAME": "Ray-GPU",
+                                         "LUSTRE_CAPACITY": "10000", "ZONE": "us-east1"},
+                        state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, state)
+        assert "not a GKE cluster name" in message(screen, "CLUSTER_NAME")
+        assert "nearest: 9000 or 18000" in message(screen, "LUSTRE_CAPACITY")
+        assert "not a zone" in message(screen, "ZONE")
+        assert message(screen, "REGION") == ""  # compared with a valid ZONE only
+        assert "3 problems (ZONE, CLUSTER_NAME, LUSTRE_CAPACITY)" in summary(screen)

@@ -1,12 +1,14 @@
 """Job: the run's parameters, the preview of what `ray job submit` uploads, submit / resume.
-Snapshots of the codelab's values and of a batch size that does not fit; pilot tests of live
-checks, the preview following the form, Save sending only changes, Submit saving first and
-staying off while invalid, Resubmit asking to resume, and the last job's status."""
+Snapshots (80x24 and 120x40) of the codelab's values and of a batch size that does not fit;
+pilot tests of live checks (an emptied field named), the preview following the form and given
+whole for the full view, Save sending only changes, Submit (ctrl+g) saving first and staying
+off while invalid, Resubmit asking to resume, the last job's status and the dashboard URL."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.widgets import Button, ContentSwitcher, Input, Static, TextArea
 
 from rltui.app import RLTuiApp
@@ -72,9 +74,12 @@ def preview(screen: JobScreen, name: str) -> str:
     return screen.query_one(f"#text-file-{name.replace('.', '-').lstrip('-')}", TextArea).text
 
 
-# --- snapshots ---
+# --- snapshots, at 80x24 (a plain terminal) and 120x40 ---
 
-def test_job_codelab_defaults(snap_compare, wizard_app):
+SIZES = [(80, 24), (120, 40)]
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_job_codelab_defaults(snap_compare, wizard_app, size):
     app = wizard_app(S.HEADER)
 
     async def run_before(pilot):
@@ -82,16 +87,17 @@ def test_job_codelab_defaults(snap_compare, wizard_app):
         app.bus.job_status.publish(S.JOB_STATUS)
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_job_batch_size_does_not_fit(snap_compare, wizard_app):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_job_batch_size_does_not_fit(snap_compare, wizard_app, size):
     app = wizard_app(S.HEADER)
 
     async def run_before(pilot):
         await open_job(app, pilot, S.config_state(PROMPTS_PER_STEP="20"))
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 # --- pilot ---
@@ -217,3 +223,102 @@ async def test_the_palette_saves_and_the_app_can_submit_through_the_screen():
         assert app.calls == [("save", {"MAX_STEPS": "30"})]
         screen.resubmit()  # what the app's "Job: resubmit to resume" entry calls
         assert app.calls[-1] == ("submit", True)
+
+
+# --- issue 12: keys, empty fields, the dashboard, the preview full-screen ---
+
+def summary(screen: JobScreen) -> str:
+    return str(screen.query_one("#job-summary", Static).render())
+
+
+async def test_ctrl_g_submits_and_the_footer_says_so():
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        screen.field("MAX_STEPS").focus_input()  # from inside an input: the binding has priority
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert app.calls == [("submit", False)]
+        footer = app.export_screenshot().replace("&#160;", " ")
+        assert "^g" in footer and "submit" in footer
+        palette = [c.title for c in app.get_system_commands(screen)]
+        assert "Job: submit" in palette and "Job: resubmit to resume" in palette
+
+
+async def test_an_emptied_batch_size_is_named_and_blocks_submit():
+    """Issue 12: an empty GLOBAL_BATCH_SIZE read "ready to submit" (env.sh's empty means the
+    default, 256, which the form did not show)."""
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot)
+        assert "ready to submit" in summary(screen)
+        await set_field(pilot, screen, "GLOBAL_BATCH_SIZE", "")
+        assert "empty" in message(screen, "GLOBAL_BATCH_SIZE") and "256" in message(screen, "GLOBAL_BATCH_SIZE")
+        assert "ready to submit" not in summary(screen) and "GLOBAL_BATCH_SIZE" in summary(screen)
+        assert screen.query_one("#job-submit", Button).disabled
+        assert screen.query_one(ContentSwitcher).current == "job-problems"
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert app.calls == [] and "Not submitted" in [n.title for n in app._notifications]
+        await set_field(pilot, screen, "MAX_STEPS", "")  # every emptied field, at once
+        assert {p.field for p in screen.problems} >= {"GLOBAL_BATCH_SIZE", "MAX_STEPS"}
+        await set_field(pilot, screen, "GLOBAL_BATCH_SIZE", "128")
+        await set_field(pilot, screen, "MAX_STEPS", "20")
+        assert "ready to submit" in summary(screen)
+
+
+async def test_a_parameter_env_sh_leaves_out_shows_its_default():
+    """An env.sh that does not parse (a broken CLUSTER_NAME) comes without defaults filled in:
+    the job's fields still show what they mean, not an empty field."""
+    app = RecordingApp()
+    state = S.config_state(CLUSTER_NAME="Ray-GPU")
+    values = {k: v for k, v in state.values.items() if k not in ("GLOBAL_BATCH_SIZE", "WANDB_ENABLED")}
+    state = type(state)(state.env_path, values, state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(app, pilot, state)
+        assert screen.field("GLOBAL_BATCH_SIZE").value == "256"
+        assert screen.field("WANDB_ENABLED").value == "auto"
+        assert message(screen, "GLOBAL_BATCH_SIZE") == ""
+        assert screen.changes() == {}
+        assert "CLUSTER_NAME" in summary(screen)  # the Configure screen's problem, named here
+
+
+async def test_the_ray_dashboard_url_shows_once_published():
+    from rltui.app import ReplaySignal
+
+    app = RecordingApp()
+    async with app.run_test(size=SIZE) as pilot:
+        if getattr(app.bus, "dashboard", None) is None:  # the app's topic (issue 12, H3)
+            app.bus.dashboard = ReplaySignal(app, "dashboard", keep=1)
+        screen = await open_job(app, pilot)
+        line = screen.query_one("#job-dashboard", Static)
+        assert not line.display
+        app.bus.dashboard.publish("http://127.0.0.1:8265")
+        await pilot.pause()
+        assert line.display and "Ray dashboard  http://127.0.0.1:8265" in str(line.render())
+        app.bus.dashboard.publish(None)  # the port-forward went away
+        await pilot.pause()
+        assert not line.display
+
+
+async def test_the_preview_gives_each_file_whole_for_the_full_view():
+    """The pane protocol: ctrl+o opens `pane_text()` full-screen, lines wrapped, so the script's
+    long override lines can be read at 80 columns."""
+    from textual.widgets import TabbedContent
+
+    from rltui.screens.job import JobPreview
+
+    app = RecordingApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_job(app, pilot)
+        preview_pane = screen.query_one(JobPreview)
+        title, lines = preview_pane.pane_text()
+        assert title == "run_nemo_rl.sh"
+        assert lines == preview(screen, "run_nemo_rl.sh").splitlines()
+        assert max(len(line) for line in lines) > 80  # what the pane cuts at this width
+        screen.query_one(TabbedContent).active = "file-rayignore"
+        await pilot.pause()
+        assert preview_pane.pane_text() == (".rayignore", preview(screen, ".rayignore").splitlines())
+        await set_field(pilot, screen, "PROMPTS_PER_STEP", "20")
+        title, lines = preview_pane.pane_text()
+        assert title.startswith("Job: fix these") and any(BAD_BATCH.split(" = ")[0] in ln for ln in lines)

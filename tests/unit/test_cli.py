@@ -61,6 +61,21 @@ def test_check_rejects_bad_values_one_line_per_problem(env_file):
     assert "Traceback" not in out.stderr
 
 
+def test_check_names_every_broken_field_at_once(env_file):
+    """Issue 12: a cluster name that breaks its own rule must not hide a Lustre capacity the
+    tier does not allow (a rule across fields): one line each, naming the field and the fix."""
+    text = env_file.read_text().replace('CLUSTER_NAME="ray-a4-gpu-spot"', 'CLUSTER_NAME="Ray-GPU"')
+    text = text.replace('LUSTRE_CAPACITY="9000"', 'LUSTRE_CAPACITY="10000"')
+    assert 'CLUSTER_NAME="Ray-GPU"' in text and 'LUSTRE_CAPACITY="10000"' in text
+    env_file.write_text(text)
+    out = rltui("check", "--env", env_file)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["CLUSTER_NAME", "LUSTRE_CAPACITY"], lines
+    assert "lowercase letters" in lines[0]
+    assert "nearest: 9000 or 18000" in lines[1]
+
+
 def test_check_never_runs_what_is_in_the_file(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "env.sh"

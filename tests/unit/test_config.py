@@ -144,3 +144,47 @@ def test_no_input_crashes_the_validators(values):
         parse_config(values)
     except ConfigError as exc:
         assert exc.problems and all(p.field and p.message for p in exc.problems)
+
+
+# --- every field's problem at once (issue 12) ---
+
+def test_a_broken_field_does_not_hide_another_fields_cross_check():
+    """CLUSTER_NAME fails its own rule; LUSTRE_CAPACITY only a rule across fields (the tier):
+    both are named, as `rltui check` must name them."""
+    found = problems(CLUSTER_NAME="Ray-GPU", LUSTRE_CAPACITY="10000")
+    assert set(found) == {"CLUSTER_NAME", "LUSTRE_CAPACITY"}, found
+    assert "not a GKE cluster name" in found["CLUSTER_NAME"]
+    assert "nearest: 9000 or 18000" in found["LUSTRE_CAPACITY"]
+    found = problems(ZONE="us-east1", LUSTRE_CAPACITY="10000", PROMPTS_PER_STEP="20")
+    assert set(found) == {"ZONE", "LUSTRE_CAPACITY", "GLOBAL_BATCH_SIZE"}, found
+    # A missing project ID hides nothing either.
+    assert set(problems(PROJECT_ID="", GPUS_PER_NODE="4")) == {"PROJECT_ID", "GPUS_PER_NODE"}
+
+
+def test_a_derived_check_waits_for_a_valid_base_value():
+    """REGION is compared with a valid ZONE only, the GPU count with a known DEVICE_TYPE only,
+    the batch with whole numbers only: a broken base value is its own one problem."""
+    assert set(problems(ZONE="nowhere", REGION="us-west1")) == {"ZONE"}
+    assert set(problems(DEVICE_TYPE="a100-8", GPUS_PER_NODE="4")) == {"DEVICE_TYPE"}
+    assert set(problems(PROMPTS_PER_STEP="lots")) == {"PROMPTS_PER_STEP"}
+    # With the tier unknown, a capacity no tier allows is still named; one some tier allows is not.
+    found = problems(LUSTRE_THROUGHPUT="300", LUSTRE_CAPACITY="10000")
+    assert set(found) == {"LUSTRE_THROUGHPUT", "LUSTRE_CAPACITY"}
+    assert "no throughput tier" in found["LUSTRE_CAPACITY"]
+    assert set(problems(LUSTRE_THROUGHPUT="300", LUSTRE_CAPACITY="36000")) == {"LUSTRE_THROUGHPUT"}
+
+
+def test_check_field_names_an_empty_field_a_form_cannot_leave_empty():
+    """In env.sh a missing variable means the default; in a form an emptied field is the user's
+    blank, and must not pass as the default nobody sees."""
+    assert "empty" in check_field("GLOBAL_BATCH_SIZE", "", GOOD) and "256" in \
+        check_field("GLOBAL_BATCH_SIZE", "", GOOD)
+    assert "empty" in check_field("ZONE", " ", GOOD)
+    for name in ("NETWORK_NAME", "HF_TOKEN", "WANDB_API_KEY", "CHECKPOINT_METRIC", "WANDB_ENABLED"):
+        assert check_field(name, "", GOOD) is None, name  # empty means something there
+
+
+def test_a_network_name_derived_from_a_broken_cluster_name_is_not_a_second_problem():
+    # env.sh's NETWORK_NAME="${CLUSTER_NAME}-net-0", as EnvFile expands it
+    assert set(problems(CLUSTER_NAME="Ray-GPU", NETWORK_NAME="Ray-GPU-net-0")) == {"CLUSTER_NAME"}
+    assert set(problems(CLUSTER_NAME="Ray-GPU", NETWORK_NAME="My_Net")) == {"CLUSTER_NAME", "NETWORK_NAME"}
