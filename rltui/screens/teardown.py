@@ -239,6 +239,19 @@ class TeardownScreen(WizardScreen):
             return
         self.wizard.refresh_inventory()
 
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """ctrl+o / ctrl+y (the pane protocol, screens/base.py): the deletions with their whole
+        words, the teardown's log, then what exists now."""
+        lines = [f"{v.title}: {v.state.value}" + (f" ({v.message})" if v.message else "")
+                 for v in self.query_one("#deletions", StepsView).views]
+        log = self.query_one("#teardown-log", Log)
+        if log.line_count:
+            lines += ["", *log.lines]
+        inventory = self.query_one(InventoryView).pane_text()
+        if inventory is not None:
+            lines += ["", f"{inventory[0]}:", *inventory[1]]
+        return ("Teardown", lines) if lines else None
+
     # --- actions ---
 
     def _refresh_actions(self) -> None:

@@ -370,3 +370,24 @@ async def test_the_log_stays_bounded_and_keeps_the_newest(wizard_app, frozen_clo
         lines = screen.query_one("#teardown-log", Log).lines
         assert LOG_KEEP <= len(lines) <= LOG_MAX
         assert lines[-1] == f"[GKE cluster {C}] [XPK] line {LOG_MAX + 49}"
+
+
+async def test_ctrl_o_opens_the_whole_teardown_with_every_word(wizard_app, frozen_clock):
+    """At 80 columns a wait line is cut; the full view (ctrl+o) holds each row whole, the log
+    and the inventory."""
+    from rltui.widgets.fullview import FullView
+
+    app = wizard_app()
+    async with app.run_test(size=SMALL) as pilot:
+        screen = await _open(app, pilot, inventory_before())
+        for ev in events_mid():
+            app.bus.teardown_event.publish(ev)
+        await pilot.pause(0.3)
+        title, lines = screen.pane_text()
+        text = "\n".join(lines)
+        assert f"{T['xpk_cluster']}: waiting (waits: {T['ip_range']}, {T['peering']})" in text
+        assert "stopping job raysubmit_3F7a1 (RUNNING)" in text
+        assert "LEAK: not in env.sh's plan" in text
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert isinstance(app.screen, FullView)
