@@ -170,8 +170,9 @@ class LustreAdapter:
                                  code="Timeout")
             await asyncio.sleep(interval)
 
-    async def delete(self, instance_id: str, *, expected_s: float) -> None:
-        """Delete and wait until it is gone."""
+    async def delete(self, instance_id: str, *, expected_s: float,
+                     on_state: Callable[[str], None] | None = None) -> None:
+        """Delete and wait until it is gone; `on_state` hears each state seen meanwhile."""
         from google.api_core import exceptions as gexc
 
         async def call() -> None:
@@ -189,7 +190,9 @@ class LustreAdapter:
         await retry(call, what=f"delete Lustre instance {instance_id}")
         interval = max(0.2, min(15.0, expected_s / 40))
         deadline = time.monotonic() + max(3 * expected_s, 60.0)
-        while await self.get(instance_id) is not None:
+        while (inst := await self.get(instance_id)) is not None:
+            if on_state is not None:
+                on_state(inst.state.name)
             if time.monotonic() > deadline:
                 raise CloudError(f"Lustre instance {instance_id} still exists after delete",
                                  transient=True, code="Timeout")

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Itera
 from rltui.backoff import delay_s
 from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
 from rltui.plan.graph import closure as _closure, destroy_needs as _destroy_needs, topo as _topo, validate as _validate
-from rltui.plan.step import PermanentError, Probe, Step, StepOutput, StepState, TransientError
+from rltui.plan.step import (PermanentError, Probe, Step, StepOutput, StepState, TransientError,
+                             kept_words)
 
 if TYPE_CHECKING:
     from rltui.plan.context import Context
@@ -281,7 +282,7 @@ class Runner:
         try:
             if await self._wait_for_needs(tr, mode):
                 if mode == "down" and not tr.step.destroyable:
-                    self._set_state(tr, S.SKIPPED, "kept: rltui does not undo this")
+                    self._set_state(tr, *await self._kept(tr))
                 else:
                     once = self._up_once if mode == "up" else self._down_once
                     state, message = await self._attempts(tr, once)
@@ -300,6 +301,14 @@ class Runner:
             if not fut.done():
                 fut.set_result(tr.state)
 
+    async def _kept(self, tr: _Track) -> tuple[StepState, str]:
+        """What became of a step down leaves alone (Step.kept), in words that are true."""
+        settled = {d: self._settled[d].result() for d in self._deps["down"][tr.step.name]}
+        return await kept_words(tr.step, self._ctx, settled)
+
+    def _title(self, step: Step) -> str:   # down names what a row deletes (Step.down_title)
+        return step.down_title() if self._mode == "down" else step.title
+
     async def _wait_for_needs(self, tr: _Track, mode: str) -> bool:
         deps = self._deps[mode][tr.step.name]
         while True:
@@ -308,12 +317,13 @@ class Runner:
             bad = [d for d, st in settled.items() if st not in _OK[mode] and d not in soft]
             if bad:
                 first = self._steps[bad[0]]
-                self._set_state(tr, S.BLOCKED, f"blocked: {first.title} {settled[bad[0]].value}")
+                self._set_state(tr, S.BLOCKED,
+                                f"blocked: {self._title(first)} {settled[bad[0]].value}")
                 return False
             waiting = [d for d in deps if d not in settled]
             if not waiting:
                 return True
-            titles = ", ".join(self._steps[d].title for d in waiting)
+            titles = ", ".join(self._title(self._steps[d]) for d in waiting)
             self._set_state(tr, S.WAITING, f"waits: {titles}")
             await asyncio.wait([self._settled[d] for d in waiting],
                                return_when=asyncio.FIRST_COMPLETED)
@@ -369,7 +379,7 @@ class Runner:
             return (S.DESTROYED if tr.applied else S.ABSENT), (probe.detail or "nothing to delete")
         async with self._locked(tr, S.DESTROYING, "deleting"):
             tr.applied = True
-            self._set_state(tr, S.DESTROYING, probe.detail or "deleting")
+            self._set_state(tr, S.DESTROYING, "deleting")   # not the probe's (up) words
             await tr.step.destroy(self._ctx, out)
         return S.DESTROYED, "deleted"
 
@@ -381,7 +391,7 @@ class Runner:
                 lock = self._locks.setdefault(name, asyncio.Lock())
                 if lock.locked():
                     holder = self._holders.get(name)
-                    holder = self._steps[holder].title if holder else "another step"
+                    holder = self._title(self._steps[holder]) if holder else "another step"
                     self._set_state(tr, S.WAITING, f"waits for {name}: held by {holder}")
                 await stack.enter_async_context(lock)
                 self._holders[name] = tr.step.name
@@ -446,8 +456,9 @@ class Runner:
     def _emit(self, tr: _Track, kind: str, line: str | None = None) -> None:
         if self.listener is None:
             return
-        event = RunEvent(tr.step.name, tr.step.title, tr.state, self._wall(), self._elapsed(tr),
-                         self._expected(tr), tr.message, tr.progress, line, kind)
+        event = RunEvent(tr.step.name, self._title(tr.step), tr.state, self._wall(),
+                         self._elapsed(tr), self._expected(tr), tr.message, tr.progress, line,
+                         kind)
         try:
             self.listener(event)
         except Exception:

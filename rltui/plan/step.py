@@ -7,6 +7,7 @@ the runner passes through, so the TUI and the headless CLI both import this quic
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -15,6 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .context import Context
+
+
+log = logging.getLogger(__name__)
 
 
 class StepState(str, Enum):
@@ -139,6 +143,19 @@ class Step:
         """The equivalent CLI command(s) of apply, for display and the equivalent script."""
         return ""
 
+    def down_title(self) -> str:
+        """A teardown row's name: what is deleted, by its name ("RayCluster ray-a4-gpu-spot"),
+        not the creation step's title. Default: the title."""
+        return self.title
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        """Down, for a step it does not destroy (`destroyable` False): what became of its
+        object, once its down dependencies have settled (`settled`: their states). Returns a
+        down state (SKIPPED "kept: why", DESTROYED when another step's delete took it, ABSENT)
+        and the words a teardown row shows; it must be true, so a step that can ask the cloud
+        does."""
+        return StepState.SKIPPED, "kept: rltui does not undo this"
+
     def down_command(self) -> str:
         """The equivalent CLI command(s) of destroy ("" when down leaves nothing to do)."""
         return ""
@@ -154,3 +171,13 @@ class Step:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+async def kept_words(step: Step, ctx: Any, settled: dict[str, StepState]
+                     ) -> tuple[StepState, str]:
+    """Step.kept, never failing a teardown: a check that could not ask says so."""
+    try:
+        return await step.kept(ctx, settled)
+    except Exception as exc:   # CancelledError is not an Exception: it goes through
+        log.warning("%s: could not tell what became of it", step.name, exc_info=exc)
+        return StepState.SKIPPED, f"not checked: {type(exc).__name__}: {exc}"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .codelab import APIS
 from . import xpkstate
 from .context import Context
-from .step import PermanentError, Probe, StepOutput, TransientError
+from .step import PermanentError, Probe, StepOutput, StepState, TransientError
 from .steps_base import ContextStep, _gke_lock
 
 if TYPE_CHECKING:
@@ -22,6 +22,12 @@ class EnableApisStep(ContextStep):
 
     def command(self) -> str:
         return join(["gcloud", "services", "enable", *APIS, f"--project={self.cfg.project_id}"])
+
+    def down_title(self) -> str:
+        return "Enabled APIs"
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        return StepState.SKIPPED, "kept: other things in the project may use them"
 
     async def probe(self, ctx: Context) -> Probe:
         missing = set(APIS) - await ctx.network.enabled_apis()
@@ -58,6 +64,10 @@ class XpkClusterStep(ContextStep):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.locks = (_gke_lock(ctx),)
+        self.down_via = "xpk cluster delete"   # the GKE API when xpk's state is lost
+
+    def down_title(self) -> str:
+        return f"GKE cluster {self.cfg.cluster_name} ({self.down_via})"
 
     def _argv(self, verb: str) -> list[str]:
         c = self.cfg
@@ -200,6 +210,7 @@ class XpkClusterStep(ContextStep):
                 out.note("xpk left some of its networks: deleted them by the blueprint's names")
             return
         if self.labelled(cluster):
+            self.down_via = "GKE API"
             out.note("xpk's state folder is missing: deleting the cluster through the GKE API,"
                      " then xpk's firewall rules, subnets and networks by its blueprint's names")
             await ctx.gke.delete(expected_s=self.destroy_expected_s or self.expected_s)
@@ -279,6 +290,9 @@ class AddonsStep(ContextStep):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.locks = (_gke_lock(ctx),)
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        return StepState.SKIPPED, "kept: they go with the GKE cluster"
 
     def command(self) -> str:
         c = self.cfg
@@ -361,6 +375,9 @@ class CredentialsStep(ContextStep):
         c = self.cfg
         return join(["gcloud", "container", "clusters", "get-credentials", c.cluster_name,
                      f"--region={c.region}", f"--project={c.project_id}"])
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        return StepState.SKIPPED, "nothing in the cloud: rltui's own connection"
 
     async def probe(self, ctx: Context) -> Probe:
         return Probe(exists=False)  # nothing in the cloud: connect every run

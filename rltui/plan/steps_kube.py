@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import manifests
 from .context import Context
-from .step import PermanentError, Probe, StepOutput, TransientError
+from .step import PermanentError, Probe, StepOutput, StepState, TransientError
 from .steps_base import ContextStep
 
 class SecretStep(ContextStep):
@@ -17,6 +17,9 @@ class SecretStep(ContextStep):
     def command(self) -> str:
         return (f"kubectl create secret generic {manifests.secret_name(self.cfg)}"
                 " --from-env-file=<(printf 'HF_TOKEN=%s\\n' \"$HF_TOKEN\")")
+
+    def down_title(self) -> str:
+        return f"Secret {manifests.secret_name(self.cfg)}"
 
     async def probe(self, ctx: Context) -> Probe:
         kube = await self.kube_if_cluster(ctx)
@@ -49,6 +52,9 @@ class PvPvcStep(ContextStep):
 
     def command(self) -> str:
         return f"kubectl apply -f {manifests.VOLUME_FILE}"
+
+    def down_title(self) -> str:
+        return f"PVC {self.cfg.pvc_name}, PV {self.cfg.pv_name}"
 
     async def _ip(self, ctx: Context) -> str:
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
@@ -117,6 +123,9 @@ class RayClusterStep(ContextStep):
         super().__init__(ctx)
         self.expected_s = ctx.expected("image_pull") + ctx.expected("pod_start")
 
+    def down_title(self) -> str:
+        return f"RayCluster {self.cfg.cluster_name}"
+
     def command(self) -> str:
         return (f"kubectl apply -f {manifests.RAYCLUSTER_FILE} && kubectl wait"
                 f" raycluster/{self.cfg.cluster_name} --for=condition=HeadPodReady")
@@ -164,6 +173,12 @@ class DashboardStep(ContextStep):
 
     def command(self) -> str:
         return f"kubectl port-forward service/{self.cfg.head_service} 8265:8265"
+
+    def down_title(self) -> str:
+        return "Ray dashboard port-forward"
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        return StepState.SKIPPED, "nothing in the cloud: a local port-forward"
 
     async def probe(self, ctx: Context) -> Probe:
         return Probe(exists=False)  # a local port-forward: opened by every run

@@ -6,17 +6,60 @@ from __future__ import annotations
 from shlex import join
 
 from ..cloud.errors import CloudError
+from . import xpkstate
 from .context import Context
-from .step import PermanentError, Probe, StepOutput, TransientError
+from .step import PermanentError, Probe, StepOutput, StepState, TransientError
 from .steps_base import ContextStep
 
 class NetworkReadyStep(ContextStep):
-    """Waits for the VPC network xpk makes first, so the Lustre chain starts early."""
+    """Waits for the VPC network xpk makes first, so the Lustre chain starts early.
+
+    Down deletes nothing itself: xpk's networks go with `xpk cluster delete` (its Cluster
+    Toolkit path runs `gcluster destroy` on the a4 blueprint, whose modules include the three
+    VPCs: xpk 1.16.0 commands/cluster_gcluster.py cluster_delete, core/blueprint/
+    blueprint_generator.py generate_a4_blueprint), or, when xpk's state is lost, with rltui's
+    clean-up by the blueprint's names (XpkClusterStep.destroy). So its row waits for that
+    step and then says what the cloud shows (Step.kept).
+    """
 
     name, title = "network_ready", "Network ready"
     needs = ("enable_apis",)
     expected_key = "xpk_networks"
     destroyable = False  # xpk's delete removes it
+    destroy_needs = ()
+    destroy_after = ("xpk_cluster",)
+
+    def _xpk_networks(self) -> tuple[str, ...]:
+        """xpk's networks for this cluster, when the plan's network is one of them."""
+        names = xpkstate.blueprint_names(self.cfg.cluster_name).networks
+        return names if self.cfg.network in names else ()
+
+    def down_title(self) -> str:
+        names = self._xpk_networks()
+        if not names:
+            return f"VPC network {self.cfg.network}"
+        c = self.cfg.cluster_name
+        return f"VPC networks {names[0]}, " + ", ".join(n[len(c):] for n in names[1:])
+
+    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
+        S = StepState
+        names = self._xpk_networks()
+        if not names:
+            return S.SKIPPED, "kept: not one of the networks xpk made for this cluster"
+        left = [n.name for n in await ctx.network.networks() if n.name in names]
+        gke = settled.get("xpk_cluster")
+        if not left:
+            if gke is not S.DESTROYED:
+                return S.ABSENT, "nothing to delete"
+            c = self.cfg
+            if xpkstate.has_state(ctx.xpk_dir, c.project_id, c.region, c.cluster_name):
+                return S.DESTROYED, "deleted by xpk cluster delete"
+            return S.DESTROYED, "deleted by rltui (xpk's state was lost)"
+        if gke is S.DESTROYED:
+            return S.FAILED, f"still there after the GKE cluster's delete: {', '.join(left)}"
+        if gke is S.SKIPPED:
+            return S.SKIPPED, "kept: they go with the GKE cluster, not part of this run"
+        return S.SKIPPED, "kept: they go with the GKE cluster, which is still there"
 
     def command(self) -> str:
         return join(["gcloud", "compute", "networks", "describe", self.cfg.network,
@@ -42,6 +85,9 @@ class IpRangeStep(ContextStep):
     needs = ("network_ready",)
     expected_key, destroy_key = "address_create", "address_delete"
 
+    def down_title(self) -> str:
+        return f"IP range {self.cfg.address_name}"
+
     def command(self) -> str:
         c = self.cfg
         return join(["gcloud", "compute", "addresses", "create", c.address_name, "--global",
@@ -66,6 +112,9 @@ class PeeringStep(ContextStep):
     name, title = "peering", "VPC peering"
     needs = ("ip_range",)
     expected_key, destroy_key = "peering_connect", "peering_delete"
+
+    def down_title(self) -> str:
+        return f"VPC peering servicenetworking on {self.cfg.network}"
 
     def command(self) -> str:
         c = self.cfg
@@ -123,6 +172,9 @@ class LustreInstanceStep(ContextStep):
     needs = ("peering",)
     expected_key, destroy_key = "lustre_create", "lustre_delete"
 
+    def down_title(self) -> str:
+        return f"Lustre instance {self.cfg.lustre_instance_id}"
+
     def command(self) -> str:
         c = self.cfg
         return join(["gcloud", "lustre", "instances", "create", c.lustre_instance_id,
@@ -171,5 +223,8 @@ class LustreInstanceStep(ContextStep):
         if inst.labels.get("managed-by") != "rltui":
             raise PermanentError(f"Lustre instance {self.cfg.lustre_instance_id} was not created"
                                  " by rltui (no managed-by=rltui label): left alone")
+        # The state the API reports while its delete operation runs (Instance.State DELETING,
+        # "The instance is being deleted": google-cloud-lustre 0.4.3 lustre_v1/types/instance.py).
         await ctx.lustre.delete(self.cfg.lustre_instance_id,
-                                expected_s=self.destroy_expected_s or self.expected_s)
+                                expected_s=self.destroy_expected_s or self.expected_s,
+                                on_state=lambda state: out.note(f"state {state}"))

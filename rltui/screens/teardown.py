@@ -1,15 +1,19 @@
 """Teardown: what exists, typed confirmation of the cluster name, one key to delete, progress
 per deletion, then the leak scan (a fresh inventory) says whether anything of rltui's is left.
+
+While `down` runs the inventory is asked again every POLL_S seconds (never two at once), so
+its rows move as the cloud reports them (a Lustre instance ACTIVE, then DELETING, then gone);
+the deletions and their log move above it, and the confirmation row hides until the end.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Log, Static
 
 from ..plan.runner import RunEvent, RunResult
@@ -43,8 +47,9 @@ class TeardownScreen(WizardScreen):
     BINDINGS = [
         # priority: the confirmation Input has focus and binds ctrl+d itself (delete right)
         Binding("ctrl+d", "delete_all", "delete all", priority=True),
-        Binding("ctrl+r", "refresh", "refresh", priority=True),
+        Binding("ctrl+u", "refresh", "ask again", priority=True),
     ]
+    POLL_S: ClassVar[float] = 5.0    # the inventory's period while deleting
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,20 +61,25 @@ class TeardownScreen(WizardScreen):
         self._pending: list[str] = []    # log lines not yet in the pane
 
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="teardown-body", can_focus=False):
-            yield Static("What exists now", classes="section-title")
-            yield InventoryView(id="inventory")
-            yield Static("", id="inventory-summary")
+        # The body scrolls (a key can scroll it when focused); the confirmation stays below it,
+        # always in view, even at 80x24.
+        with VerticalScroll(id="teardown-body"):
+            with Vertical(id="inventory-section"):
+                yield Static("What exists now", id="inventory-title", classes="section-title")
+                yield InventoryView(id="inventory")
+                yield Static("", id="inventory-summary")
+            with Vertical(id="progress-section"):
+                yield Static("", id="run-summary")    # the final word first: seen at 80x24
+                yield Static("", id="leak-scan")
+                yield StepsView(id="deletions", title="Deletions", down=True,
+                                empty="nothing deleted yet: type the cluster name, then ctrl+d")
+                yield Log(id="teardown-log")
+        with Vertical(id="confirm-section"):
             yield Static("", id="confirm-label")
             with Horizontal(id="confirm-row"):
                 yield Input(placeholder="cluster name", id="confirm")
                 yield Button("Delete all (ctrl+d)", id="delete", variant="error", disabled=True)
-                yield Button("Refresh (ctrl+r)", id="refresh")
-            yield StepsView(id="deletions", title="Deletions",
-                            empty="nothing deleted yet: type the cluster name, then ctrl+d")
-            yield Log(id="teardown-log")
-            yield Static("", id="run-summary")
-            yield Static("", id="leak-scan")
+                yield Button("Ask again (ctrl+u)", id="refresh")
 
     def on_mount(self) -> None:
         bus = self.wizard.bus
@@ -81,7 +91,9 @@ class TeardownScreen(WizardScreen):
         bus.notice.subscribe(self, self._on_notice)
         self._on_header(self.wizard.header_info)
         self.set_interval(FLUSH_S, self._flush)
+        self.set_interval(self.POLL_S, self._poll)
         self.query_one("#teardown-log", Log).display = False
+        self.query_one("#leak-scan", Static).display = False
 
     # --- the name to type ---
 
@@ -101,7 +113,7 @@ class TeardownScreen(WizardScreen):
         label = self.query_one("#confirm-label", Static)
         if name:
             label.update(Text.assemble("Type the cluster name ", (name, "bold"),
-                                       " to delete everything rltui created for it:"))
+                                       " to delete all that rltui made for it:"))
         else:
             label.update("No cluster name yet: set CLUSTER_NAME on the Configure screen (F3).")
         self._refresh_actions()
@@ -133,6 +145,8 @@ class TeardownScreen(WizardScreen):
                          "by this teardown")
         if foreign:
             parts.append(f"{len(foreign)} not rltui's: left alone")
+        if self.phase == "deleting":
+            parts.append(f"asked again every {self.POLL_S:g} s while deleting")
         summary = self.query_one("#inventory-summary", Static)
         summary.update(" · ".join(parts))
         summary.set_class(bool(leaks), "leak")
@@ -141,6 +155,7 @@ class TeardownScreen(WizardScreen):
             text, clean = leak_scan_text(resources, self.project)
             scan = self.query_one("#leak-scan", Static)
             scan.update(text)
+            scan.display = True
             scan.set_class(clean, "clean")
             scan.set_class(not clean, "dirty")
             if self._finished:
@@ -183,6 +198,7 @@ class TeardownScreen(WizardScreen):
                            "Type the name again and ctrl+d retries what is left.")
         summary.set_class(not result.ok, "dirty")
         self.query_one("#confirm", Input).value = ""
+        self.query_one("#confirm-section").display = True
         self._refresh_actions()
 
     def _on_notice(self, notice: tuple) -> None:
@@ -192,22 +208,49 @@ class TeardownScreen(WizardScreen):
             summary = self.query_one("#run-summary", Static)
             summary.update(f"teardown stopped: {str(notice[2]).splitlines()[0][:300]}")
             summary.set_class(True, "dirty")
-            self.query_one(InventoryView).display = True   # stale, but better than nothing
-            self.query_one("#inventory-summary", Static).update("refresh (ctrl+r) to see what exists now")
+            self.query_one("#inventory-summary", Static).update(
+                "ask again (ctrl+u) to see what exists now")
+            self.query_one("#confirm-section").display = True
             self._refresh_actions()
 
     def _start_phase(self) -> None:
         self.phase = "deleting"
         self.query_one("#leak-scan", Static).update("")
+        self.query_one("#leak-scan", Static).display = False
         self.query_one("#run-summary", Static).update("deleting… (quitting rltui does not stop it)")
         self.query_one("#run-summary", Static).set_class(False, "dirty")
         self.query_one("#teardown-log", Log).display = True
-        # The inventory is stale while deleting (asked again at the end): room for progress.
-        self.query_one(InventoryView).display = False
+        # Progress first; the inventory follows the cloud below it (polled); nothing to type.
+        body = self.query_one("#teardown-body")
+        body.move_child(self.query_one("#progress-section"), before=0)
+        self.query_one("#confirm-section").display = False
         self.query_one("#inventory-summary", Static).update(
-            "deleting: the inventory is asked again when the teardown ends")
+            f"asked again every {self.POLL_S:g} s while deleting")
         self.query_one("#inventory-summary", Static).set_class(False, "leak")
         self._refresh_actions()
+        body.focus()
+        body.scroll_home(animate=False)
+
+    def _poll(self) -> None:
+        """While deleting: ask the cloud again, unless the last ask has not answered yet."""
+        if self.phase != "deleting":
+            return
+        if any(w.group == "inventory" and not w.is_finished for w in self.app.workers):
+            return
+        self.wizard.refresh_inventory()
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """ctrl+o / ctrl+y (the pane protocol, screens/base.py): the deletions with their whole
+        words, the teardown's log, then what exists now."""
+        lines = [f"{v.title}: {v.state.value}" + (f" ({v.message})" if v.message else "")
+                 for v in self.query_one("#deletions", StepsView).views]
+        log = self.query_one("#teardown-log", Log)
+        if log.line_count:
+            lines += ["", *log.lines]
+        inventory = self.query_one(InventoryView).pane_text()
+        if inventory is not None:
+            lines += ["", f"{inventory[0]}:", *inventory[1]]
+        return ("Teardown", lines) if lines else None
 
     # --- actions ---
 

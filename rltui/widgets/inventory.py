@@ -6,6 +6,7 @@ ones are counted); rltui's own, someone else's ("left alone") and leaks look dif
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from rich.style import Style
@@ -15,6 +16,12 @@ from textual.widget import Widget
 KIND_W = 22      # "PersistentVolumeClaim"
 STATE_W = 11
 OWNER_W = 27
+# Narrow terminals: names keep their width (the cluster name is what the user types), the
+# other columns shorten in this order, then the detail goes.
+SHORT_KIND = {"GKE cluster": "GKE", "VPC network": "network", "VPC peering": "peering",
+              "Lustre instance": "Lustre", "PersistentVolumeClaim": "PVC",
+              "PersistentVolume": "PV"}
+SHORT_OWNER_W = 9
 
 
 def left_behind(resources: Iterable[Any]) -> list[Any]:
@@ -22,10 +29,49 @@ def left_behind(resources: Iterable[Any]) -> list[Any]:
     return [r for r in resources if r.present and (r.owned or r.leak)]
 
 
-def owner_label(resource: Any) -> str:
+def owner_label(resource: Any, short: bool = False) -> str:
     if resource.leak:
-        return "LEAK: not in env.sh's plan"
-    return "rltui" if resource.owned else "not rltui's (left alone)"
+        return "LEAK" if short else "LEAK: not in env.sh's plan"
+    if resource.owned:
+        return "rltui"
+    return "not ours" if short else "not rltui's (left alone)"
+
+
+def kind_label(kind: str, short: bool) -> str:
+    return SHORT_KIND.get(kind, kind) if short else kind
+
+
+@dataclass(frozen=True)
+class Columns:
+    kind_w: int
+    name_w: int
+    state_w: int
+    owner_w: int
+    detail_w: int
+    short_kind: bool
+    short_owner: bool
+
+
+def columns(resources: list[Any], width: int) -> Columns:
+    """The widest layout whose name column holds every name whole: full labels first, then
+    short owners, then short kinds; the detail takes what is left (none below 4 columns).
+    Only when even that cannot hold a name are the longest names cut."""
+    name_max = max(len(r.name) for r in resources)
+    state_w = max(max(len(r.state) for r in resources) + 1, 7)
+    detail_max = max(len(r.detail) for r in resources)
+    for short_owner, short_kind in ((False, False), (True, False), (True, True)):
+        kinds = [kind_label(r.kind, short_kind) for r in resources]
+        kind_w = max(len(k) for k in kinds) + 1
+        owner_w = SHORT_OWNER_W if short_owner else OWNER_W
+        fixed = 1 + kind_w + state_w + owner_w
+        wants_detail = min(detail_max, 14)
+        if fixed + name_max + 1 + wants_detail <= width or (short_kind and
+                                                            fixed + name_max + 1 <= width):
+            break
+    name_w = max(10, min(name_max, width - fixed - 1))
+    detail_w = width - fixed - name_w - 1
+    return Columns(kind_w, name_w, state_w, owner_w, detail_w if detail_w >= 4 else 0,
+                   short_kind, short_owner)
 
 
 class InventoryView(Widget):
@@ -54,6 +100,14 @@ class InventoryView(Widget):
         self._resources = list(resources)
         self.refresh(layout=True)
 
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        """The full view (ctrl+o) and copy (ctrl+y): every row whole, absent ones too."""
+        if not self._resources:
+            return None
+        lines = [f"{r.kind}  {r.name}  {r.state}  {owner_label(r)}"
+                 + (f"  {r.detail}" if r.detail else "") for r in self._resources]
+        return "What exists now", lines
+
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         return len(self._lines(width))
 
@@ -70,19 +124,19 @@ class InventoryView(Widget):
         absent = len(self._resources) - len(present)
         if not present:
             return [Text(" nothing of this plan exists", style=self._style("muted"))]
-        fixed = KIND_W + STATE_W + OWNER_W + 3
-        detail_min = min(max(len(r.detail) for r in present), 14)
-        name_w = max(10, min(max(len(r.name) for r in present), width - fixed - detail_min))
-        detail_w = max(0, width - fixed - name_w - 1)
-        head = (f" {'kind':<{KIND_W}}{'name':<{name_w + 1}}{'state':<{STATE_W}}"
-                f"{'whose':<{OWNER_W}}detail")
-        lines = [Text(head, style=self._style("header"))]
+        col = columns(present, width)
+        head = Text(f" {'kind':<{col.kind_w}}{'name':<{col.name_w + 1}}{'state':<{col.state_w}}"
+                    f"{'whose':<{col.owner_w}}{'detail' if col.detail_w else ''}".rstrip(),
+                    style=self._style("header"))
+        lines = [head]
         for r in present:
             tone = "leak" if r.leak else ("owned" if r.owned else "foreign")
-            name = r.name if len(r.name) <= name_w else r.name[: name_w - 1] + "…"
-            detail = r.detail if len(r.detail) <= detail_w else r.detail[: max(0, detail_w - 1)] + "…"
-            row = (f" {r.kind:<{KIND_W}}{name:<{name_w + 1}}{r.state:<{STATE_W}}"
-                   f"{owner_label(r):<{OWNER_W}}{detail}")
+            name = r.name if len(r.name) <= col.name_w else r.name[: col.name_w - 1] + "…"
+            detail = (r.detail if len(r.detail) <= col.detail_w
+                      else r.detail[: max(0, col.detail_w - 1)] + "…")
+            row = (f" {kind_label(r.kind, col.short_kind):<{col.kind_w}}{name:<{col.name_w + 1}}"
+                   f"{r.state:<{col.state_w}}{owner_label(r, col.short_owner):<{col.owner_w}}"
+                   f"{detail if col.detail_w else ''}").rstrip()
             lines.append(Text(row, style=self._style(tone)))
         if absent:
             lines.append(Text(f" (and {absent} more in the plan: absent)", style=self._style("muted")))

@@ -1,6 +1,11 @@
 """The step graph as a list: state icon, title, a progress bar for long operations, elapsed /
 expected. Used by Provision (the plan's steps) and Teardown (one row per deletion).
 
+Teardown's rows (`down=True`) read as deletions: the title is what is deleted, by name, and
+is never cut (what does not fit beside it goes on the next line); the right side says what
+happened in the runner's words ("deleting", "deleted 0:48 / 1:00", "deleted by xpk cluster
+delete", "kept: ...", "nothing to delete").
+
 Rows come from the runner's StepView snapshots. Elapsed time of active steps ticks locally
 once a second (no I/O): each row counts from when its data arrived.
 """
@@ -100,10 +105,10 @@ class StepsView(Widget, can_focus=True):
 
     selected: reactive[str | None] = reactive(None)
 
-    def __init__(self, *, title: str = "Steps", empty: str = "", id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(self, *, title: str = "Steps", empty: str = "", down: bool = False,
+                 id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.title, self.empty = title, empty
+        self.title, self.empty, self.down = title, empty, down
         self._views: list[StepView] = []
         self._received: dict[str, float] = {}
         self._now = time.monotonic()
@@ -220,6 +225,8 @@ class StepsView(Widget, can_focus=True):
         return lines
 
     def _row(self, v: StepView, width: int, title_w: int) -> list[Text]:
+        if self.down:
+            return self._down_row(v, width)
         icon, tone = ICONS.get(v.state, ("?", "muted"))
         elapsed = self.elapsed(v)
         line = Text(" ")
@@ -256,6 +263,48 @@ class StepsView(Widget, can_focus=True):
                 message = message[: rest - 2] + "…"
             line.append(message.rjust(rest - 1), style=self._style(tone))
         return [line, *extra]
+
+    def _down_row(self, v: StepView, width: int) -> list[Text]:
+        """A deletion: whole title, then its state; below, the step's latest note."""
+        icon, tone = ICONS.get(v.state, ("?", "muted"))
+        elapsed = self.elapsed(v)
+        line = Text(" ")
+        line.append(icon, style=self._style(tone))
+        line.append(" ")
+        room = width - 4
+        title = v.title if len(v.title) <= room else v.title[: room - 1] + "…"
+        line.append(title, style=self._style("running") if v.state in ACTIVE else "")
+        right, extra = Text(), []
+        if v.state in ACTIVE:
+            right.append("deleting ", style=self._style("running"))
+            frac = fraction(v, elapsed)
+            if frac is not None and (v.progress is not None or v.expected_s >= self._long_s):
+                right.append_text(self._bar(frac))
+            right.append(self._times(elapsed, v.expected_s))
+            if v.message and v.message != "deleting":
+                extra.append(self._note(v.message, width, "muted"))
+        elif v.state is S.DESTROYED:
+            said = (v.message if v.message not in ("", "deleted")
+                    else f"deleted  {self._times(elapsed, v.expected_s)}")
+            right.append(said, style=self._style("done"))
+        elif v.state in (S.FAILED, S.INTERRUPTED):
+            right.append(v.state.value, style=self._style(tone))
+            extra += self._wrapped(v.message, width, tone, 3)
+        else:   # kept, nothing to delete, waiting, blocked: the runner's words
+            words = short_title(v.message) or v.state.value
+            if len(words) <= room:
+                right.append(words, style=self._style(tone))
+            else:   # e.g. waits for two long names: the state here, the words below
+                right.append(v.state.value, style=self._style(tone))
+                extra += self._wrapped(words, width, tone, 2)
+        gap = width - 1 - line.cell_len - right.cell_len
+        if gap >= 1:
+            line.append(" " * gap)
+            line.append_text(right)
+            return [line, *extra]
+        below = Text(" " * max(4, width - 1 - right.cell_len))
+        below.append_text(right)
+        return [line, below, *extra]
 
     def _bar(self, frac: float) -> Text:
         full = int(round(frac * BAR_W))

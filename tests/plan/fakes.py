@@ -779,7 +779,8 @@ class FakeLustre:
                                  code="Timeout")
             await asyncio.sleep(0.002)
 
-    async def delete(self, instance_id: str, *, expected_s: float) -> None:
+    async def delete(self, instance_id: str, *, expected_s: float,
+                     on_state: Callable[[str], None] | None = None) -> None:
         await self.cloud.enter("lustre.delete")
         c = self.cloud
         if instance_id not in c.instances:
@@ -787,7 +788,9 @@ class FakeLustre:
         start = time.time()
         c.instances[instance_id].state = lustre_v1.Instance.State.DELETING
         c._timers[f"lustre/{instance_id}"] = c.now + c.op_s
-        while await self.get(instance_id) is not None:
+        while (inst := await self.get(instance_id)) is not None:
+            if on_state is not None:
+                on_state(inst.state.name)
             await asyncio.sleep(0.002)
         c.spans["delete lustre"] = (start, time.time())
 

@@ -347,10 +347,13 @@ async def test_down_deletes_lustre_then_peering_then_address_before_the_cluster(
     for name in ("lustre_instance", "peering", "ip_range"):
         assert order.index((name, S.DESTROYED)) < xpk_starts, f"xpk's delete began before {name}"
     assert result.states == {
-        "enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED, "network_ready": S.SKIPPED,
+        "enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED, "network_ready": S.DESTROYED,
         "ip_range": S.DESTROYED, "peering": S.DESTROYED, "lustre_instance": S.DESTROYED,
         "addons": S.SKIPPED, "credentials": S.SKIPPED, "secret": S.DESTROYED,
         "pv_pvc": S.DESTROYED, "raycluster": S.DESTROYED, "dashboard": S.SKIPPED}
+    # xpk's networks went with its delete, and the row says so only once that step is done
+    assert result.messages["network_ready"] == "deleted by xpk cluster delete"
+    assert order.index(("network_ready", S.DESTROYED)) > order.index(("xpk_cluster", S.DESTROYED))
     span = cloud.spans
     chain = ["delete rayclusters/ray-a4-gpu-spot",
              "delete persistentvolumeclaims/rl-demo-gpu-lustre-pvc",

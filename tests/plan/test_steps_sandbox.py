@@ -123,6 +123,32 @@ async def test_a_pv_pointing_at_an_old_ip_is_recreated_not_patched(built):
     assert pv["metadata"]["uid"] != old_uid
 
 
+async def test_the_inventory_sees_lustre_deleting_while_its_delete_runs(built):
+    """What Teardown's poll shows: the sandbox reports Instance.State DELETING while the delete
+    operation runs ("The instance is being deleted": google-cloud-lustre 0.4.3,
+    lustre_v1/types/instance.py), then the instance is gone; never ACTIVE once deleting."""
+    import asyncio
+
+    from rltui.plan.inventory import collect
+
+    ctx = built
+
+    async def lustre_state() -> str:
+        return next(r.state for r in await collect(ctx)
+                    if r.kind == "Lustre instance" and r.name == ctx.cfg.lustre_instance_id)
+
+    seen = [await lustre_state()]
+    task = asyncio.create_task(runner(ctx).down({"lustre_instance"}))
+    while not task.done():
+        seen.append(await lustre_state())
+        await asyncio.sleep(0.02)
+    result = await task
+    assert result.ok, result.messages
+    seen.append(await lustre_state())
+    changes = [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
+    assert changes == ["active", "deleting", "absent"], seen
+
+
 async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
     """The label proves ownership: the cluster goes through the GKE API and xpk's firewall
     rules, subnets and networks by the blueprint's names (it used to refuse and leave the
@@ -130,8 +156,15 @@ async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
     ctx = built
     shutil.rmtree(ctx.xpk_dir)
     lines: list[str] = []
-    result = await runner(ctx, lines).down()
+    run = runner(ctx, lines)
+    titles: dict[str, str] = {}
+    listen = run.listener
+    run.listener = lambda ev: (titles.__setitem__(ev.step, ev.title), listen(ev))
+    result = await run.down()
     assert result.ok, result.messages
+    # the rows say which path was taken, and who deleted xpk's networks
+    assert titles["xpk_cluster"] == f"GKE cluster {ctx.cfg.cluster_name} (GKE API)"
+    assert result.messages["network_ready"] == "deleted by rltui (xpk's state was lost)"
     assert await ctx.gke.get() is None
     names = xpkstate.blueprint_names(ctx.cfg.cluster_name)
     assert not {n.name for n in await ctx.network.networks()} & set(names.networks)

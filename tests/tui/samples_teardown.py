@@ -45,16 +45,39 @@ def inventory_after_left() -> list[Resource]:
             Resource("Lustre instance", "rl-old-lustre", "active", True, leak=True, detail="us-east1-b")]
 
 
-# (name, title, expected_s, final state, elapsed_s, message)
+def inventory_deleting() -> list[Resource]:
+    """Asked again mid-teardown: the Kubernetes objects gone, the Lustre instance DELETING (its
+    delete operation runs), the rest still there."""
+    gone = ("RayCluster", "PersistentVolumeClaim", "PersistentVolume", "Secret")
+    out = [Resource(r.kind, r.name, "absent", True) if r.kind in gone else r
+           for r in inventory_before() if r.name != "precious-data"]
+    out.insert(5, Resource("Lustre instance", "rl-demo-gpu-lustre", "deleting", True,
+                           detail="18000 GiB"))
+    return out
+
+
+LUSTRE = "rl-demo-gpu-lustre"
+# The titles `down` gives its rows (Step.down_title): what is deleted, by its name.
+T = {"raycluster": f"RayCluster {C}", "secret": f"Secret {C}-job-secrets",
+     "pv_pvc": f"PVC {LUSTRE}-pvc, PV {LUSTRE}-pv", "lustre_instance": f"Lustre instance {LUSTRE}",
+     "peering": f"VPC peering servicenetworking on {NET}",
+     "ip_range": f"IP range google-managed-services-{NET}",
+     "xpk_cluster": f"GKE cluster {C} (xpk cluster delete)",
+     "network_ready": f"VPC networks {NET}, -net-1, -rdma-net",
+     "enable_apis": "Enabled APIs", "addons": "Addons (RayOperator + Lustre CSI)"}
+
+# (name, expected_s, final state, elapsed_s, message)
 DELETIONS = [
-    ("raycluster", "RayCluster ready", 60.0, S.DESTROYED, 48.0, "deleted"),
-    ("secret", "Secret (HF_TOKEN, WANDB_API_KEY)", 12.0, S.DESTROYED, 1.0, "deleted"),
-    ("pv_pvc", "PV / PVC", 12.0, S.DESTROYED, 2.0, "deleted"),
-    ("lustre_instance", "Lustre instance", 300.0, S.DESTROYED, 291.0, "deleted"),
-    ("peering", "VPC peering", 60.0, S.DESTROYED, 58.0, "deleted"),
-    ("ip_range", "IP range", 30.0, S.DESTROYED, 27.0, "deleted"),
-    ("xpk_cluster", "xpk cluster create", 900.0, S.DESTROYED, 871.0, "deleted"),
-    ("enable_apis", "Enable APIs", 0.0, S.SKIPPED, 0.0, "kept: rltui does not undo this"),
+    ("raycluster", 60.0, S.DESTROYED, 48.0, "deleted"),
+    ("addons", 0.0, S.SKIPPED, 0.0, "kept: they go with the GKE cluster"),
+    ("secret", 12.0, S.DESTROYED, 1.0, "deleted"),
+    ("pv_pvc", 12.0, S.DESTROYED, 2.0, "deleted"),
+    ("lustre_instance", 300.0, S.DESTROYED, 291.0, "deleted"),
+    ("peering", 60.0, S.DESTROYED, 58.0, "deleted"),
+    ("ip_range", 30.0, S.DESTROYED, 27.0, "deleted"),
+    ("xpk_cluster", 900.0, S.DESTROYED, 871.0, "deleted"),
+    ("network_ready", 0.0, S.DESTROYED, 0.0, "deleted by xpk cluster delete"),
+    ("enable_apis", 0.0, S.SKIPPED, 0.0, "kept: other things in the project may use them"),
 ]
 
 
@@ -66,27 +89,31 @@ def event(name: str, title: str, state: S, elapsed: float, expected: float, mess
 def events_mid() -> list[RunEvent | str]:
     """Jobs stopped, the Kubernetes objects deleted, Lustre deleting, the network's users waiting."""
     out: list[RunEvent | str] = ["stopping job raysubmit_3F7a1 (RUNNING)"]
-    out.append(event("raycluster", "RayCluster ready", S.DESTROYED, 48.0, 60.0, "deleted"))
-    out.append(event("secret", "Secret (HF_TOKEN, WANDB_API_KEY)", S.DESTROYED, 1.0, 12.0,
-                     "deleted"))
-    out.append(event("pv_pvc", "PV / PVC", S.DESTROYED, 2.0, 12.0, "deleted"))
-    out.append(event("lustre_instance", "Lustre instance", S.DESTROYING, 130.0, 300.0,
-                     "deleting"))
-    out.append(event("peering", "VPC peering", S.WAITING, 0.0, 60.0, "waits: Lustre instance"))
-    out.append(event("xpk_cluster", "xpk cluster create", S.WAITING, 0.0, 900.0,
-                     "waits: IP range, VPC peering"))
+    out.append(event("raycluster", T["raycluster"], S.DESTROYED, 48.0, 60.0, "deleted"))
+    out.append(event("addons", T["addons"], S.SKIPPED, 0.0, 0.0,
+                     "kept: they go with the GKE cluster"))
+    out.append(event("secret", T["secret"], S.DESTROYED, 1.0, 12.0, "deleted"))
+    out.append(event("pv_pvc", T["pv_pvc"], S.DESTROYED, 2.0, 12.0, "deleted"))
+    out.append(event("lustre_instance", T["lustre_instance"], S.DESTROYING, 130.0, 300.0,
+                     "state DELETING"))
+    out.append(event("peering", T["peering"], S.WAITING, 0.0, 60.0,
+                     f"waits: {T['lustre_instance']}"))
+    out.append(event("xpk_cluster", T["xpk_cluster"], S.WAITING, 0.0, 900.0,
+                     f"waits: {T['ip_range']}, {T['peering']}"))
+    out.append(event("network_ready", T["network_ready"], S.WAITING, 0.0, 0.0,
+                     f"waits: {T['xpk_cluster']}"))
     return out
 
 
 def events_done() -> list[RunEvent | str]:
     out: list[RunEvent | str] = ["stopping job raysubmit_3F7a1 (RUNNING)"]
-    for name, title, expected, state, elapsed, message in DELETIONS:
-        out.append(event(name, title, state, elapsed, expected, message))
-    out.insert(5, event("xpk_cluster", "xpk cluster create", S.DESTROYING, 10.0, 900.0,
+    for name, expected, state, elapsed, message in DELETIONS:
+        out.append(event(name, T[name], state, elapsed, expected, message))
+    out.insert(5, event("xpk_cluster", T["xpk_cluster"], S.DESTROYING, 10.0, 900.0,
                         "deleting", kind="line", line=f"[XPK] Deleting cluster {C}"))
     return out
 
 
 def result_ok() -> RunResult:
-    return RunResult("down", True, {n: st for n, _t, _e, st, _el, _m in DELETIONS},
-                     {n: m for n, _t, _e, _st, _el, m in DELETIONS}, 1011.0)
+    return RunResult("down", True, {n: st for n, _e, st, _el, _m in DELETIONS},
+                     {n: m for n, _e, _st, _el, m in DELETIONS}, 1011.0)
