@@ -197,7 +197,8 @@ class RLTuiApp(App):
              on_screen("job", "submit")),
             ("Job: resubmit to resume", "Resume from the newest checkpoint", on_screen("job", "resubmit")),
             ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
-            ("Teardown: refresh the inventory", "Ask the cloud what exists", self.refresh_inventory),
+            ("Teardown: ask again", "Ask the cloud what exists now (ctrl+u on Teardown)",
+             self.refresh_inventory),
             ("Metrics: refresh now", "Ask Cloud Monitoring for the Lustre points now", self.poll_metrics),
             ("Preflight: check again", "Re-run the preflight checks", self.run_preflight),
             ("Help", "Keys and screens", self.action_help),
@@ -309,8 +310,9 @@ class RLTuiApp(App):
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
         resources = await self.session.inventory()
         self.bus.inventory.publish(resources)
-        # Reopened on a running deployment: resume watching it.
-        if any(r.kind == "RayCluster" and r.present for r in resources):
+        # Reopened on a running deployment: resume watching it (not while it is being deleted).
+        if any(r.kind == "RayCluster" and r.present for r in resources) and \
+                not self._busy("teardown"):
             if not self._busy("pods"):
                 self.watch_pods()
             if self.session.last_job_id() and not self._busy("logs") and \
@@ -366,6 +368,20 @@ class RLTuiApp(App):
         if result.states.get("raycluster") is not None and \
                 result.states["raycluster"].value in ("destroyed", "absent"):
             self.reset_job(None)   # its jobs went with the RayCluster
+            self.forget_cluster()
+
+    def forget_cluster(self) -> None:
+        """The RayCluster (and the GKE cluster) are gone: stop watching them (a watch of a
+        deleted cluster only retries into errors) and clear what the screens show of them."""
+        from .cloud.kube import KubeEvent
+
+        for worker in self.workers:
+            if worker.group in ("pods", "raycluster", "dashboard", "kube_events", "pod_log"):
+                worker.cancel()
+        self.bus.pod_event.history.clear()
+        self.bus.pod_event.publish(KubeEvent("RESET", {}))
+        self.bus.raycluster.publish({})
+        self.bus.kube_events.publish([])
 
     def reset_job(self, job_id: str | None) -> None:
         """A new job (or none, after teardown): the old one's log, steps and saves leave every

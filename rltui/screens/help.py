@@ -27,13 +27,16 @@ KEYS = [
     ("ctrl+k", "Provision: skip the selected step and what needs it"),
     ("ctrl+g", "Job: submit the GRPO job"),
     ("ctrl+u", "ask the cloud again (Start, Teardown, Metrics)"),
-    ("ctrl+d", "delete: Teardown, everything (after typing the cluster name); Monitor, the selected pod"),
+    ("ctrl+d", "delete: Teardown, everything (after typing the cluster name)"),
     ("ctrl+f", "search the job log (enter: older match, ↓ newer, esc closes)"),
     ("ctrl+e / End", "follow the job log again"),
     ("ctrl+o", "open the focused pane full-screen (lines wrap; Escape closes)"),
     ("ctrl+y", "copy: the equivalent command on Provision, else the focused pane (OSC 52)"),
     ("enter / l", "pods table: the pod's logs"),
     ("d", "pods table: describe the pod (conditions, events)"),
+    ("ctrl+d (pods)", "Monitor: delete the selected pod, after y in the confirmation (n keeps it)"),
+    ("v", "Metrics, below 100x32: the next chart (write, read, reward, step time)"),
+    ("tab", "the next pane (ctrl+o and ctrl+y act on the focused one)"),
     ("c / w", "Start: go to Configure / resume watching an existing deployment"),
 ]
 

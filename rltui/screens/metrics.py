@@ -242,6 +242,7 @@ class TextPane(VerticalScroll):
 class MetricsScreen(WizardScreen):
     MODE = "metrics"
     TITLE = "Metrics"
+    AUTO_FOCUS = "#write-chart"
     BINDINGS = [Binding("ctrl+u", "refresh_metrics", "ask again"),
                 Binding("v", "next_chart", "next chart")]
 

@@ -235,6 +235,8 @@ class MonitorScreen(WizardScreen):
         self.query_one(JobLogPane).write_lines(lines)
 
     def _on_job_status(self, status: dict[str, Any]) -> None:
+        if status.get("reset"):   # a new job, or none after teardown
+            self.query_one(JobLogPane).reset()
         self.query_one(JobStrip).set_status(status)
 
     def _on_step_record(self, record: TrainingStep) -> None:

@@ -149,13 +149,17 @@ def bar(fraction: float, width: int) -> tuple[str, str]:
 
 # --- the widget --------------------------------------------------------------------------
 
-class Chart(PlotextPlot):
-    """Shows a ChartSpec. `builds` and `build_seconds` count and time the plotext builds."""
+class Chart(PlotextPlot, can_focus=True):
+    """Shows a ChartSpec. `builds` and `build_seconds` count and time the plotext builds.
+    Focusable, so ctrl+o opens its points and markers as text (tab moves between charts)."""
 
     DEFAULT_CSS = """
     Chart {
         content-align: center middle;
         color: $text-muted;
+    }
+    Chart:focus {
+        background: $boost;
     }
     """
 

@@ -287,6 +287,18 @@ class JobLogPane(Vertical):
         self.log_widget.follow()
         self._show_state()
 
+    def reset(self) -> None:
+        """A new job, or none after teardown: the old job's lines leave the pane."""
+        self._incoming = []
+        self.received = 0
+        log = self.log_widget
+        log.clear()
+        log.pending.clear()
+        log.unseen = 0
+        log.clear_search()
+        log.follow()
+        self._show_state()
+
     def open_search(self) -> None:
         box = self.query_one("#log-search", Input)
         box.remove_class("hidden")

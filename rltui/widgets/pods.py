@@ -118,9 +118,17 @@ class PodsTable(DataTable):
     # --- data ---
 
     def apply(self, event: KubeEvent) -> list[str]:
-        """Fold one watch event in; the names of pods newly seen preempted."""
+        """Fold one watch event in; the names of pods newly seen preempted. RESET (the app's,
+        after a teardown deleted the cluster) forgets every pod: the next watch starts anew."""
         if event.type == "SYNCED":
             self.synced = True
+            return []
+        if event.type == "RESET":
+            self.synced = False
+            self._pods.clear()
+            self._flagged.clear()
+            self._born.clear()
+            self._schedule_redraw()
             return []
         meta = event.obj.get("metadata") or {}
         name = meta.get("name", "")

@@ -8,6 +8,7 @@ left), so it runs after it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,8 +100,9 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     print(f"first screen with the SANDBOX badge after {first_paint:.2f} s")
 
     terminal.keys("F3")
-    text = terminal.wait_for("PROJECT_ID", "CLUSTER_NAME", "LUSTRE_INSTANCE_ID")
-    assert "team-rl-sandbox-42" in text and "ray-a4-gpu-spot-net-0" in text
+    # The form fills once env.sh's state arrives: wait for the values, not only the labels.
+    text = terminal.wait_for("PROJECT_ID", "CLUSTER_NAME", "LUSTRE_INSTANCE_ID",
+                             "team-rl-sandbox-42", "ray-a4-gpu-spot-net-0")
     assert len(text.splitlines()[0]) >= 110, "the terminal is 120 columns wide"
 
     terminal.keys("F4")
@@ -117,6 +119,12 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     terminal.wait_for("submitted", timeout=30)  # the command ran on the Job screen
     terminal.keys("F8")
     terminal.wait_for("Step", "worker", timeout=60)
+    # k9s: Enter opens the selected pod's log (the head's: the real local Ray head's output).
+    terminal.keys("Enter")
+    text = terminal.wait_for("Logs ", "Escape closes", timeout=30)
+    assert "head" in text
+    terminal.keys("Escape")
+    terminal.wait_for("Job log", timeout=10)
     out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
                          text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": os.environ.get(
                              "RLTUI_SANDBOX_DIR", "")})
@@ -126,13 +134,30 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     terminal.wait_for("resumed from step", timeout=120)
     terminal.wait_for("SUCCEEDED", timeout=120)
 
+    # Every save is marked on the write chart: the chart's own text (ctrl+o) lists one marker
+    # per save, as many as the saves list counts.
+    terminal.keys("F9")
+    text = terminal.wait_for("Checkpoint saves", " saved ", timeout=60)
+    saved = int(re.search(r"(\d+) saved", text).group(1))
+    assert saved >= 2, text
+    timed = re.findall(r"│\s+\d+\s+~?\d\d:\d\d:\d\d\s+[\d.]+ s", text)
+    assert timed and not re.search(r"│\s+\d+\s+\?\s", text), text   # each save has its time
+    terminal.keys("C-o")
+    text = terminal.wait_for("marker ", timeout=15)
+    markers = [line for line in text.splitlines() if "marker " in line]
+    assert len(markers) == saved, text
+    terminal.keys("Escape")
+
     terminal.keys("F10")
     terminal.wait_for("What exists now", "RayCluster", timeout=60)
     terminal.type("ray-a4-gpu-spot")
     terminal.wait_for("▊  ray-a4-gpu-spot")  # the Input holds the name before ctrl+d
     time.sleep(0.3)
     terminal.keys("C-d")
-    terminal.wait_for("leak scan: nothing of rltui's left", timeout=180)
+    text = terminal.wait_for("leak scan: nothing of rltui's left", timeout=180)
+    # The deleted cluster's job leaves the header.
+    header = text.splitlines()[0]
+    assert " job " not in header and "SUCCEEDED" not in header, header
 
     terminal.keys("C-q")
     deadline = time.monotonic() + 10
