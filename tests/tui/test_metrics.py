@@ -19,16 +19,6 @@ from tests.tui.conftest import SIZE
 SMALL = (80, 24)
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    """Clock times in the saves list are local: pin the zone so snapshots agree."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 async def _show_run(app, pilot, saves=None) -> None:
     """The sample run as the app would publish it: records, the timed saves, a poll."""
     await app.switch_mode("metrics")
