@@ -58,6 +58,16 @@ def critical_path_text(plan: PlanView, titles: dict[str, str], elapsed_s: float 
     return f"{when} · critical path: {path}" if path else when
 
 
+class OutputLog(Log):
+    """The selected step's output. It follows the newest line, also when its size changes
+    (below 110 columns its height comes from the steps' list above it, laid out after the
+    first lines may already have been written: they showed the first line, not the newest)."""
+
+    def on_resize(self) -> None:
+        if self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+
 class ProvisionScreen(WizardScreen):
     MODE = "provision"
     TITLE = "Provision"
@@ -90,7 +100,7 @@ class ProvisionScreen(WizardScreen):
                     yield Button("Skip selected (ctrl+k)", id="skip")
             with Vertical(id="provision-right"):
                 yield Static("Output", id="output-title")
-                yield Log(id="output", highlight=False)
+                yield OutputLog(id="output", highlight=False)
                 yield Static("equivalent command", id="command-title")
                 yield Static("", id="command")
 

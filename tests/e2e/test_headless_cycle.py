@@ -194,6 +194,8 @@ def test_the_wizard_reopened_shows_what_exists_as_done_without_a_key(user, monke
                 await pilot.pause(0.2)
                 states = {v.name: v.state.value for v in app.screen.query_one(StepsView).views}
                 if states and all(s == StepState.EXISTED.value for s in states.values()):
+                    print(f"every step shown as existing {_time.monotonic() - t0:.2f} s after"
+                          " Provision opened")
                     break
             await session.close()
             return states
