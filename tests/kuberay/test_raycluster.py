@@ -247,10 +247,20 @@ def test_deleting_the_raycluster_stops_the_ray_head(box, rollout, tools) -> None
     core, custom = rollout.core, rollout.custom
     (pid,) = box.children[-1]
     assert tools.proc_alive(pid)
+    # A watch from before the delete sees every step (polling could miss a short Terminating
+    # window on a loaded machine): each pod is first marked for deletion, then goes.
+    since = core.list_namespaced_pod("default", label_selector=f"ray.io/cluster={NAME}"
+                                     ).metadata.resource_version
     custom.delete_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", NAME)
-    terminating = tools.wait_for(lambda: [p for p in _pods(core) if p.metadata.deletion_timestamp], 5,
-                                 "pods to show Terminating")
-    assert terminating
+    terminating = False
+    for event in watch.Watch().stream(core.list_namespaced_pod, "default",
+                                      label_selector=f"ray.io/cluster={NAME}",
+                                      resource_version=since, timeout_seconds=20):
+        if event["type"] == "MODIFIED" and event["object"].metadata.deletion_timestamp:
+            terminating = True
+            break
+        assert event["type"] != "DELETED" or terminating, "a pod went without Terminating first"
+    assert terminating, "no pod showed Terminating"
     tools.wait_for(lambda: _pods(core) == [], 10, "the pods to go")
     tools.wait_for(lambda: box.children[-1] == [], 20, "on_children([])")
     assert not tools.proc_alive(pid)
