@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint sandbox screens chaos
+.PHONY: test lint sandbox screens chaos bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,8 @@ sandbox: $(STAMP)
 # screens/<name>.svg, one per wizard screen, rendered from a live sandbox run (about 2 minutes).
 screens: $(STAMP)
 	$(BIN)/python -m rltui.gallery --out screens
+
+# The performance figures (issue 13), each script's last line `name: value (goal)`; outside
+# `make test` (each starts its own sandbox; minutes each).
+bench: $(STAMP)
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
