@@ -12,6 +12,11 @@ not wait for it, and it does not: `rltui --sandbox` builds its endpoints in a wo
 first frame (app.py's _boot).
 
     .venv/bin/python bench/startup.py [--runs 7]
+
+Measured on 2 cores: 2.36 (0.392 s vs 0.166 s) before the Session and the boot worker left the
+first frame's path, 1.80 (0.300 s vs 0.167 s) after. What is left is Textual's own work for the
+Start screen (CPU to the first frame, in process: bare 0.152 s, rltui 0.278 s; without the
+Footer 0.254, without rltui.tcss 0.262, without both and the width classes 0.213).
 """
 
 from __future__ import annotations
