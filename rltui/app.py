@@ -212,15 +212,14 @@ class RLTuiApp(App):
         self.set_interval(LOG_FLUSH_S, self._flush_logs)
         if self.session is None:
             return
-        state = self.session.config_state()
-        self.set_header(project=state.values.get("PROJECT_ID", ""),
-                        cluster=state.values.get("CLUSTER_NAME", ""))
-        self.bus.config.publish(state)
-        self._boot()
+        # Once the first frame is out (issue 13): the worker's imports would hold the GIL.
+        self.call_after_refresh(self._boot)
 
     @work(thread=True, exclusive=True, group="boot", exit_on_error=False)
     def _boot(self) -> None:
-        """After the first frame: find (or start) the endpoints, then ask the cloud."""
+        """After the first frame: read env.sh, find (or start) the endpoints, ask the cloud."""
+        state = self.session.config_state()  # the first use builds the Session (cli.py)
+        self.call_from_thread(self._show_config, state)
         label = self.session.endpoints.label
         self.call_from_thread(self._booted, label)
 
@@ -254,11 +253,13 @@ class RLTuiApp(App):
         self.bus.header.publish(self.header_info)
 
     def _publish_config(self) -> None:
-        state = self.session.config_state()
+        self._show_config(self.session.config_state())
+        self.publish_plan()
+
+    def _show_config(self, state: ConfigState) -> None:
         self.set_header(project=state.values.get("PROJECT_ID", ""),
                         cluster=state.values.get("CLUSTER_NAME", ""))
         self.bus.config.publish(state)
-        self.publish_plan()
 
     @property
     def downloads_models(self) -> bool | None:

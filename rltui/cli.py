@@ -279,24 +279,52 @@ def cmd_down(args: argparse.Namespace) -> int:
     return _headless(args, lambda cfg, ep: headless.down(cfg, ep, yes=args.yes, verbose=args.verbose))
 
 
+class _DeferredSession:
+    """The wizard's Session, built on its first use instead of before the first frame.
+
+    session.py loads pydantic and the plan, and a Session parses env.sh at once: together
+    about as long as Textual takes to paint its first frame. The app reads the config in its
+    boot worker once the Start screen is on screen (app.py's on_mount and _boot), so the first
+    frame waits for neither (issue 13 item 2). Attribute reads go to the Session; the lock
+    makes one Session when the worker and the UI thread ask at the same time.
+    """
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        import threading
+
+        self._make = make
+        self._lock = threading.Lock()
+        self._session: Any = None
+
+    def __getattr__(self, name: str) -> Any:   # only for names the proxy itself lacks
+        with self._lock:
+            if self._session is None:
+                self._session = self._make()
+        return getattr(self._session, name)
+
+
 def cmd_wizard(args: argparse.Namespace) -> int:
-    """The full-screen wizard. Cloud clients load in workers, after the first frame."""
+    """The full-screen wizard. The session and the cloud clients load in workers, after the
+    first frame."""
     from .app import RLTuiApp
-    from .session import Session
     from .widgets.chrome import HeaderInfo
 
     env_path = Path(args.env)
     if env_path.exists() and not env_path.is_file():
         raise UsageError(f"--env: {env_path} is not a file")
 
-    def endpoints():
+    def endpoints() -> Any:
         from .headless import endpoints_for
 
         return endpoints_for(args.sandbox)
 
-    session = Session(env_path, endpoints)
+    def session() -> Any:
+        from .session import Session
+
+        return Session(env_path, endpoints)
+
     header = HeaderInfo(mode="SANDBOX" if args.sandbox else "Google Cloud")
-    RLTuiApp(session, header=header).run()
+    RLTuiApp(_DeferredSession(session), header=header).run()
     return 0
 
 

@@ -8,7 +8,7 @@ resume watching it: quitting rltui never stops cloud operations.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -18,9 +18,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
-from ..session import Check, ConfigState
 from ..widgets.chrome import HeaderInfo
 from .base import WizardScreen
+
+if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after the first frame
+    from ..session import Check, ConfigState
 
 DEPLOYMENT_KINDS = ("RayCluster", "GKE cluster", "Lustre instance")
 STALE_S = 15.0   # shown again after this long: check again

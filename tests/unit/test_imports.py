@@ -73,3 +73,50 @@ def test_no_module_is_over_600_lines():
     long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 600}
     assert not long, long
+
+
+# ---- the first frame (issue 13): the Start screen is painted before any heavy library loads ----
+
+FIRST_FRAME_HEAVY = ("google", "grpc", "kubernetes", "ray", "numpy", "plotext", "textual_plotext",
+                     "pydantic")
+FIRST_FRAME = f"""
+import asyncio, sys
+from pathlib import Path
+from rltui import cli
+from rltui.app import RLTuiApp
+from rltui.widgets.chrome import HeaderInfo
+
+at_first_frame = []
+
+class Probe(RLTuiApp):
+    def on_mount(self):
+        # Queued before the app's own after-refresh boot: runs once the first frame is out.
+        self.call_after_refresh(lambda: at_first_frame.append(
+            sorted({{m.split('.')[0] for m in sys.modules}} & set({FIRST_FRAME_HEAVY!r}))))
+        super().on_mount()
+
+def endpoints():
+    raise RuntimeError("no endpoints in this test")
+
+def session():  # what `rltui --sandbox` builds (cli.cmd_wizard)
+    from rltui.session import Session
+    return Session(Path(sys.argv[1]), endpoints)
+
+async def main():
+    app = Probe(cli._DeferredSession(session), header=HeaderInfo(mode="SANDBOX"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        print(type(app.screen).__name__, "SANDBOX" in str(app.screen.query_one("#start-badge").render()))
+        print(at_first_frame[0])
+
+asyncio.run(main())
+"""
+
+
+def test_the_start_screen_paints_before_any_heavy_library_loads():
+    env_sh = ROOT.parent / "assets" / "sandbox.env.sh"
+    out = subprocess.run([sys.executable, "-c", FIRST_FRAME, str(env_sh)], capture_output=True,
+                         text=True, check=True)
+    screen, modules = out.stdout.strip().splitlines()[-2:]
+    assert screen == "StartScreen True", out.stdout
+    assert modules == "[]", f"loaded before the first frame: {modules}"
