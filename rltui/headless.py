@@ -17,7 +17,7 @@ from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
-from .plan.jobs import (Refused, follow_logs, job_logs, job_status, job_summary, retire_jobs,
+from .plan.jobs import (Refused, follow_logs, job_logs, job_status, retire_jobs,
                         stop_jobs, submit_job)
 from .plan.view import fmt_s
 
@@ -145,14 +145,12 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
 
 async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
                  out: Callable[[str], None] = print) -> int:
-    from .plan.inventory import collect
+    from .plan.inventory import collect_with_job
 
     ctx = Context(cfg, endpoints)
     try:
-        resources = await collect(ctx)
-        # A supervised run is known from its record even while the RayCluster recovers.
-        cluster = any(r.kind == "RayCluster" and r.present for r in resources)
-        job = await job_summary(ctx) if cluster else None
+        # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
+        resources, job = await collect_with_job(ctx)
         bg = running(ctx)
     finally:
         await ctx.close()

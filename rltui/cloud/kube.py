@@ -125,16 +125,18 @@ class KubeAdapter:
         self._custom: Any = None
 
     # ----- connection -------------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self, creds: Any = None) -> None:
         """From the GKE cluster's endpoint and CA and a bearer token from the Endpoints'
-        credentials: the same code for Google and the sandbox (whose World gives its clusters
-        its own HTTPS address and CA, and whose ADC file refreshes at its token endpoint)."""
+        credentials (`creds`, or loaded here): the same code for Google and the sandbox (whose World
+        gives its clusters its own HTTPS address and CA, and whose ADC file refreshes at its
+        token endpoint)."""
         from kubernetes.aio import client
 
         if self.cluster is None:
             raise CloudError("no GKE cluster to connect to: is it created?", transient=False,
                              code="NotFound")
-        creds = await asyncio.to_thread(self.endpoints.credentials)
+        if creds is None:
+            creds = await asyncio.to_thread(self.endpoints.credentials)
         self.api = client.ApiClient(configuration=await gke_configuration(self.cluster, creds))
         self._apis = {name: getattr(client, name)(self.api)
                       for name in ("CoreV1Api", "AppsV1Api", "RbacAuthorizationV1Api")}

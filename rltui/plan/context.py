@@ -75,15 +75,16 @@ class Context:
 
         return self._get("network", lambda: NetworkAdapter(self.endpoints, self.cfg.project_id))
 
-    async def kube(self) -> KubeAdapter:
+    async def kube(self, cluster: Any = None, creds: Any = None) -> KubeAdapter:
         """A connected Kubernetes adapter, from the GKE cluster's endpoint and CA and an ADC
-        token (in both modes: see Endpoints.credentials)."""
+        token (in both modes: see Endpoints.credentials); the cluster and the credentials are
+        asked for unless the caller has them already."""
         if "kube" not in self._adapters:
             from ..cloud.kube import KubeAdapter
 
-            cluster = await self.gke.get()
+            cluster = cluster if cluster is not None else await self.gke.get()
             adapter = KubeAdapter(self.endpoints, cluster=cluster)
-            await adapter.connect()
+            await adapter.connect(creds)
             self._adapters["kube"] = adapter
         kube: KubeAdapter = self._adapters["kube"]
         return kube

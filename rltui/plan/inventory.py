@@ -53,10 +53,34 @@ def _labelled(cluster: Any) -> bool:
 
 async def collect(ctx: Context) -> list[Resource]:
     """Every resource of the plan (present or absent), then any leak."""
+    resources, _ = await _gather(ctx, with_job=False)
+    return resources
+
+
+async def collect_with_job(ctx: Context) -> tuple[list[Resource], dict[str, Any] | None]:
+    """`collect`, and the newest job's summary (plan/jobs.py `job_summary`) when the RayCluster
+    exists (a supervised run is known from its record even while the RayCluster recovers)."""
+    return await _gather(ctx, with_job=True)
+
+
+async def _gather(ctx: Context, *, with_job: bool
+                  ) -> tuple[list[Resource], dict[str, Any] | None]:
+    """Every call runs as soon as what it needs is known, none waits on an independent one:
+    the cloud's lists and gets at once; the peering once its network and Service Networking
+    are known; the Kubernetes objects (and the job) once the cluster is known to run, with the
+    API token fetched while the cluster is asked for (it does not depend on the cluster)."""
     cfg = ctx.cfg
-    cluster, clusters, networks, lustre_all, address, peering = await asyncio.gather(
-        ctx.gke.get(), ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
-        ctx.network.address(cfg.address_name), _peering(ctx, cfg.network))
+    cluster_call = asyncio.ensure_future(ctx.gke.get())
+    creds_call = asyncio.ensure_future(_fresh_credentials(ctx))
+    try:
+        (cluster, clusters, networks, lustre_all, address, peering,
+         (kube_objects, job)) = await asyncio.gather(
+            cluster_call, ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
+            ctx.network.address(cfg.address_name), _peering(ctx, cfg.network),
+            _kubernetes(ctx, cluster_call, creds_call, with_job))
+    finally:
+        for call in (cluster_call, creds_call):
+            _drop(call)
     ours = _labelled(cluster) or _xpk_state(ctx, cfg.cluster_name)
     out = [Resource("GKE cluster", cfg.cluster_name,
                     cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
@@ -76,50 +100,98 @@ async def collect(ctx: Context) -> list[Resource]:
                         inst.state.name.lower() if inst else "absent",
                         bool(inst and inst.labels.get("managed-by") == "rltui") or inst is None,
                         detail=f"{inst.capacity_gib} GiB" if inst else ""))
-    out += await _kubernetes(ctx, cluster)
+    out += kube_objects
     out += _leaks(ctx, clusters, networks, lustre_all)
-    return out
+    return out, job
+
+
+async def _fresh_credentials(ctx: Context) -> Any:
+    """ADC with a token (Endpoints.credentials, refreshed as cloud/kube.py
+    `gke_configuration` refreshes it), or None when that fails here: the Kubernetes connection
+    then loads them itself and reports what is wrong, as it did before."""
+    from google.auth.transport.requests import Request
+
+    def load() -> Any:
+        creds = ctx.endpoints.credentials()
+        creds.refresh(Request())
+        return creds
+
+    try:
+        return await asyncio.to_thread(load)
+    except Exception:  # noqa: BLE001 - only a head start: the connection asks again
+        return None
 
 
 async def _peering(ctx: Context, network: str) -> Any:
-    """Asked only where it can exist: the network is there and Service Networking is on."""
+    """Known only where it can exist: the network is there and Service Networking is on. The
+    connection list is asked at the same time as those two; its answer (or its refusal, e.g.
+    SERVICE_DISABLED) is dropped when either says it cannot exist."""
     from ..cloud.network import SERVICE_NETWORKING
 
-    if await ctx.network.network(network) is None:
-        return None
-    if SERVICE_NETWORKING not in await ctx.network.enabled_apis():
-        return None
-    return await ctx.network.peering(network)
+    early = asyncio.ensure_future(ctx.network.peering(network))
+    try:
+        net, apis = await asyncio.gather(ctx.network.network(network),
+                                         ctx.network.enabled_apis())
+        if net is None or SERVICE_NETWORKING not in apis:
+            return None
+        return await early
+    finally:
+        _drop(early)
 
 
-async def _kubernetes(ctx: Context, cluster: Any) -> list[Resource]:
+def _drop(call: asyncio.Future[Any]) -> None:
+    """Cancel a call whose answer is no longer wanted; one that ended has its error read, so
+    that asyncio does not report it as never retrieved."""
+    if not call.done():
+        call.cancel()
+    elif not call.cancelled():
+        call.exception()
+
+
+async def _kubernetes(ctx: Context, cluster_call: asyncio.Future[Any],
+                      creds_call: asyncio.Future[Any], with_job: bool
+                      ) -> tuple[list[Resource], dict[str, Any] | None]:
+    """The plan's Kubernetes objects, asked at once; with `with_job`, the job's summary asked
+    alongside them and kept only when the RayCluster exists (else cancelled)."""
+    from .jobs import job_summary
+
     cfg = ctx.cfg
     wanted = [("RayCluster", "rayclusters", cfg.cluster_name),
               ("PersistentVolumeClaim", "persistentvolumeclaims", cfg.pvc_name),
               ("PersistentVolume", "persistentvolumes", cfg.pv_name),
               ("Secret", "secrets", manifests.secret_name(cfg))]
+    cluster = await cluster_call
     if cluster is None or cluster.status.name != "RUNNING":
-        return [Resource(kind, name, "absent", True) for kind, _, name in wanted]
-    kube = await ctx.kube()
-    out = []
-    for kind, plural, name in wanted:
-        obj = await kube.get(plural, name)
-        if obj is None:
-            out.append(Resource(kind, name, "absent", True))
-            continue
-        owned = (obj.get("metadata", {}).get("labels") or {}).get(K8S_OWNED) == "rltui"
-        state = "present"
-        if plural == "rayclusters":
-            from ..cloud.kube import raycluster_health
+        return [Resource(kind, name, "absent", True) for kind, _, name in wanted], None
+    kube = await ctx.kube(cluster, await creds_call)
+    job_call = asyncio.ensure_future(job_summary(ctx)) if with_job else None
+    try:
+        objs = await asyncio.gather(*(kube.get(plural, name) for _, plural, name in wanted))
+        out = [_kube_resource(kind, plural, name, obj)
+               for (kind, plural, name), obj in zip(wanted, objs, strict=True)]
+        job = None
+        if job_call is not None and out[0].present:
+            job = await job_call
+    finally:
+        if job_call is not None:
+            _drop(job_call)
+    return out, job
 
-            health = raycluster_health(obj)
-            state = "ready" if health.ready else "not ready"
-            out.append(Resource(kind, name, state, owned, detail=health.message))
-            continue
-        if plural in ("persistentvolumeclaims", "persistentvolumes"):
-            state = ((obj.get("status") or {}).get("phase") or "present").lower()
-        out.append(Resource(kind, name, state, owned))
-    return out
+
+def _kube_resource(kind: str, plural: str, name: str, obj: Any) -> Resource:
+    if obj is None:
+        return Resource(kind, name, "absent", True)
+    owned = (obj.get("metadata", {}).get("labels") or {}).get(K8S_OWNED) == "rltui"
+    if plural == "rayclusters":
+        from ..cloud.kube import raycluster_health
+
+        health = raycluster_health(obj)
+        return Resource(kind, name, "ready" if health.ready else "not ready", owned,
+                        detail=health.message)
+    state = "present"
+    if plural in ("persistentvolumeclaims", "persistentvolumes"):
+        state = ((obj.get("status") or {}).get("phase") or "present").lower()
+    return Resource(kind, name, state, owned)
 
 
 def _leaks(ctx: Context, clusters: list[Any], networks: list[Any],
