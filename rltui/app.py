@@ -154,16 +154,33 @@ class RLTuiApp(App):
         self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
 
     async def action_quit(self) -> None:
-        """ctrl+q. While a detached xpk runs, the first press says it goes on without us; a
-        second one (within the notice's 10 s) quits. Quitting never stops it."""
+        """ctrl+q. While a detached xpk runs, or a form holds unsaved edits, the first press
+        says so; a second one (within the notice's 10 s) quits. Quitting never stops xpk."""
         bg = self.session.background() if self.session is not None else None
-        if bg is not None and not self._quit_warned:
+        unsaved = self.unsaved_forms()
+        if (bg is not None or unsaved) and not self._quit_warned:
             self._quit_warned = True
-            self.notify(f"{bg.described} keeps running in the background: quit (ctrl+q again)"
-                        " / stay (wait)", title="Quit?", severity="warning", timeout=10)
+            said = []
+            if unsaved:
+                said.append(f"unsaved edits on {' and '.join(unsaved)} (ctrl+s there saves them)")
+            if bg is not None:
+                said.append(f"{bg.described} keeps running in the background")
+            self.notify("; ".join(said) + ": quit (ctrl+q again) / stay (wait)", title="Quit?",
+                        severity="warning", timeout=10)
             self.set_timer(10, self._unwarn)
             return
         self.exit()
+
+    def unsaved_forms(self) -> list[str]:
+        """The form screens (Configure, Job) built so far that hold edits not yet saved."""
+        titles = {mode: title for mode, title in PAGES}
+        out = []
+        for mode in ("configure", "job"):
+            for screen in self._screen_stacks.get(mode, [])[:1]:
+                changes = getattr(screen, "changes", None)
+                if callable(changes) and changes():
+                    out.append(titles[mode])
+        return out
 
     def _unwarn(self) -> None:
         self._quit_warned = False

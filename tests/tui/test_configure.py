@@ -476,3 +476,28 @@ async def test_the_form_names_every_broken_field_at_once():
         assert "not a zone" in message(screen, "ZONE")
         assert message(screen, "REGION") == ""  # compared with a valid ZONE only
         assert "3 problems (ZONE, CLUSTER_NAME, LUSTRE_CAPACITY)" in summary(screen)
+
+
+async def test_quit_with_unsaved_edits_asks_first_and_a_second_ctrl_q_quits():
+    """Unsaved edits are never dropped without asking: not by a reload, and not by ctrl+q."""
+    app = RecordingApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_configure(app, pilot, codelab_state())
+        await type_into(pilot, screen, "NUM_NODES", "16")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.is_running and app.screen is screen
+        note = list(app._notifications)[-1]
+        assert note.title == "Quit?" and "unsaved edits on Configure" in note.message
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_quit_without_edits_quits_at_once():
+    app = RecordingApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_configure(app, pilot, codelab_state())
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert not app.is_running
