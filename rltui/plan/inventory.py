@@ -137,6 +137,7 @@ async def _peering(ctx: Context, network: str) -> Any:
         return await early
     finally:
         _drop(early)
+        await asyncio.wait([early])   # a dropped call ends here, not after collect returned
 
 
 def _drop(call: asyncio.Future[Any]) -> None:
