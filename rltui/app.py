@@ -539,15 +539,22 @@ class RLTuiApp(App):
         self.notify(f"{name} deleted: KubeRay creates a replacement; a job running on it sees"
                     " what a preemption looks like", title="Pod deleted", timeout=10)
 
-    @work(exclusive=True, group="kube_events", exit_on_error=False)
-    async def poll_kube_events(self) -> None:
-        """Recent Kubernetes Events, every 10 reference seconds; polls never overlap."""
+    async def _poll(self, group: str, topic: ReplaySignal[Any], fetch: Callable[[], Any],
+                    reference_s: float, floor_s: float) -> None:
+        """Publish `fetch()` on `topic` now and every `reference_s` reference seconds (at
+        least `floor_s` real ones); polls never overlap, and a failed one says so in the
+        notices and goes on."""
         while True:
             try:
-                self.bus.kube_events.publish(await self.session.kube_events())
-            except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
-                self.bus.notice.publish(("warning", "kube_events", str(exc)[:300]))
-            await asyncio.sleep(max(1.0, 10.0 * self.session.endpoints.time_scale))
+                topic.publish(await fetch())
+            except Exception as exc:  # noqa: BLE001 - keep polling; say it in the notices
+                self.bus.notice.publish(("warning", group, str(exc)[:300]))
+            await asyncio.sleep(max(floor_s, reference_s * self.session.endpoints.time_scale))
+
+    @work(exclusive=True, group="kube_events", exit_on_error=False)
+    async def poll_kube_events(self) -> None:
+        """Recent Kubernetes Events, every 10 reference seconds."""
+        await self._poll("kube_events", self.bus.kube_events, self.session.kube_events, 10.0, 1.0)
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:
@@ -566,13 +573,8 @@ class RLTuiApp(App):
     @work(exclusive=True, group="lustre", exit_on_error=False)
     async def poll_lustre(self) -> None:
         """The Lustre instance (state, IP, mount point, capacity, tier) for the Metrics panel,
-        now and every reference minute; polls never overlap."""
-        while True:
-            try:
-                self.bus.lustre.publish(await self.session.lustre_instance())
-            except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
-                self.bus.notice.publish(("warning", "lustre", str(exc)[:300]))
-            await asyncio.sleep(max(2.0, 60.0 * self.session.endpoints.time_scale))
+        now and every reference minute."""
+        await self._poll("lustre", self.bus.lustre, self.session.lustre_instance, 60.0, 2.0)
 
     async def on_unmount(self) -> None:
         # Quitting never stops cloud operations; only local connections close.

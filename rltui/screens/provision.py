@@ -26,6 +26,7 @@ from .base import WizardScreen
 
 S = StepState
 FLUSH_S = 0.1                      # output lines reach the pane in batches
+STALE_S = 15.0                     # shown again after this long: probe the plan again
 LOG_REBUILD_AT = 4 * LINES_KEPT    # the pane keeps at most this many lines, then restarts
 _RETRY = frozenset({S.FAILED, S.INTERRUPTED, S.BLOCKED})
 _DOWN = frozenset({S.DESTROYING, S.DESTROYED, S.ABSENT})
@@ -87,6 +88,7 @@ class ProvisionScreen(WizardScreen):
         self._follow = True                 # selection follows the run until the user picks
         self._plan_at = time.monotonic()
         self._now = self._plan_at
+        self._probed_at = self._plan_at     # the app probed when it opened
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="provision-body"):
@@ -114,8 +116,11 @@ class ProvisionScreen(WizardScreen):
         self._refresh_actions()
 
     def on_screen_resume(self) -> None:
-        # Shown again: ask the cloud what exists (not during a run: its states are newer).
-        if self.plan is not None and not self.plan.running and self.wizard.session is not None:
+        # Shown again after a while: ask the cloud what exists (a dozen calls, so not on every
+        # switch; not during a run: its states are newer).
+        if self.plan is not None and not self.plan.running and self.wizard.session is not None \
+                and time.monotonic() - self._probed_at > STALE_S:
+            self._probed_at = time.monotonic()
             self.wizard.probe_plan()
 
     def pane_text(self) -> tuple[str, list[str]] | None:

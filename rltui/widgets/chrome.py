@@ -31,10 +31,14 @@ class WizardHeader(Widget):
 
     def on_mount(self) -> None:
         # The clock moves on its own, not only when something else redraws the header.
+        self._shown_minute = time.strftime("%H:%M")
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        if self.info.clock is None:
+        # It shows minutes: repaint when the minute changes, not every second.
+        shown = time.strftime("%H:%M")
+        if self.info.clock is None and shown != self._shown_minute:
+            self._shown_minute = shown
             self.refresh()
 
     def render(self) -> Text:
