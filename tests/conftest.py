@@ -86,3 +86,17 @@ def sandbox(sandbox_dir: Path) -> Iterator[dict]:
             yield status.info
         finally:
             manage.stop(sandbox_dir)
+
+
+# Session fixtures that hold a process worth sharing: the sandbox daemon (and its Ray head) and
+# the demo's Ray head. `make test` runs two pytest-xdist workers with `--dist loadgroup`.
+SHARED = ("sandbox", "demo_ray")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One xdist group per shared session fixture (every test that uses it runs in one worker,
+    in collection order, so it starts once per run), and one per file for the rest (a module's
+    fixtures, a Ray head or a one-service box, start once). Without xdist the marks do nothing."""
+    for item in items:
+        group = next((name for name in SHARED if name in item.fixturenames), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
