@@ -54,7 +54,13 @@ LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one mes
 
 def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
     def make() -> Screen:
-        return getattr(importlib.import_module(f"rltui.screens.{module}"), cls)()
+        screen: Screen = getattr(importlib.import_module(f"rltui.screens.{module}"), cls)()
+        if not any(screen.app._screen_stacks.values()):
+            # The first screen: App._init_mode would parse every stylesheet a second time (the
+            # new screen's CSS count is behind the app's), though the app's start-up, which
+            # set the theme, has one refresh of the CSS pending for the same frame.
+            screen._css_update_count = screen.app._css_update_count
+        return screen
     return make
 
 
@@ -123,8 +129,10 @@ _HERE = Path(__file__).parent
 
 
 class RLTuiApp(App):
-    # The one stylesheet, absolute: Textual resolves relative paths beside a subclass's module.
-    CSS_PATH = str(_HERE / "rltui.tcss")
+    # The chrome, and Start's rules: the first frame needs them. Each other screen loads its
+    # own (screens/<name>.tcss) when first built; absolute, as Textual resolves relative paths
+    # beside a subclass's module.
+    CSS_PATH = [str(_HERE / "chrome.tcss"), str(_HERE / "screens" / "start.tcss")]
     TITLE = "rltui"
     MODES = {mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
     DEFAULT_MODE = "start"
@@ -134,7 +142,9 @@ class RLTuiApp(App):
         Binding("ctrl+q", "quit", "quit", priority=True),
         Binding("[", "step(-1)", "prev"),
         Binding("]", "step(1)", "next"),
+        # F1 too: while an input has focus, ? is typed into it (the footer then shows F1).
         Binding("question_mark", "help", "help"),
+        Binding("f1", "help", "help", key_display="F1"),
     ]
 
     def __init__(self, session: Any = None, *, header: HeaderInfo | None = None) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.screen import Screen
-from textual.widgets import Footer
+from ..widgets.keybar import KeyBar
 
 from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
 from ..widgets.fullview import FullView, copy_lines
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
     from ..app import RLTuiApp
 
 PANE_ACTIONS = ("full_screen", "copy_pane")
+
+
+def stylesheet(module_file: str) -> str:
+    """A screen's own rules, beside its module (start.py -> start.tcss), as an absolute path:
+    Textual resolves a relative CSS_PATH beside whichever subclass is instantiated."""
+    return str(Path(module_file).with_suffix(".tcss"))
 
 
 class WizardScreen(Screen):
@@ -44,10 +51,11 @@ class WizardScreen(Screen):
     def compose(self) -> ComposeResult:
         from ..app import PAGES
 
+        self._fit_width()   # before the children exist: restyling them all costs the first frame
         yield WizardHeader(id="wizard-header")
         yield StepBar(PAGES, self.MODE)
         yield from self.compose_body()
-        yield Footer()
+        yield KeyBar()
 
     def compose_body(self) -> ComposeResult:
         raise NotImplementedError
@@ -70,6 +78,8 @@ class WizardScreen(Screen):
 
     def _fit_width(self) -> None:
         narrow = self.app.size.width < self.NARROW_BELOW
+        if self.has_class("-narrow") == narrow and self.has_class("-wide") != narrow:
+            return
         self.set_class(narrow, "-narrow")
         self.set_class(not narrow, "-wide")
 

@@ -22,7 +22,7 @@ from ..config import (ALIASES, DEVICE_TYPES, LUSTRE_TIERS, SECRET_FIELDS, Config
                       check_field, parse_config, region_of)
 from ..session import ConfigState
 from ..widgets.form import FormField
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 # (group title, [(variable, what it is)]) in the codelab's order
 GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -110,9 +110,10 @@ class DiscardEdits(ModalScreen[bool]):
 
 
 class ConfigureScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "configure"
     TITLE = "Configure"
-    # "-narrow" (WizardScreen, below 110 columns): each hint goes under its input (rltui.tcss);
+    # "-narrow" (WizardScreen, below 110 columns): each hint goes under its input (configure.tcss);
     # beside it, it wrapped into a 17-column strip at 80x24, two or three lines a field.
 
     BINDINGS = [

@@ -12,6 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .base import stylesheet
+
 CLOSE = "Help · Escape (or q) closes · ctrl+q quits rltui · ↑ ↓ PgUp PgDn scroll"
 
 # One meaning per key, on every screen (tests/tui/test_help.py checks each binding is here).
@@ -19,7 +21,7 @@ KEYS = [
     ("F2 F3 F4 F7 F8 F9 F10", "Start, Configure, Provision, Job, Monitor, Metrics, Teardown"),
     ("[ ]", "previous / next screen (when no input has focus)"),
     ("ctrl+p", "every screen and action, by name"),
-    ("?", "this help"),
+    ("? / F1", "this help (F1 too, where an input has focus)"),
     ("ctrl+q", "quit: cloud operations go on; reopening resumes watching"),
     ("ctrl+s", "save the form (Configure: env.sh, mode 0600; Job: the parameters)"),
     ("ctrl+l", "Configure: reload env.sh from disk (asks before dropping unsaved edits)"),
@@ -62,6 +64,7 @@ def help_body() -> Group:
 
 
 class HelpScreen(ModalScreen[None]):
+    CSS_PATH = stylesheet(__file__)
     BINDINGS = [Binding("escape", "app.pop_screen", "close"), Binding("q", "app.pop_screen", "close")]
 
     def compose(self) -> ComposeResult:

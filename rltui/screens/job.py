@@ -28,7 +28,7 @@ from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
 from ..widgets.form import FormField
 from ..widgets.jobstrip import JobStrip
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 TRUE_FALSE = [("True", "True"), ("False", "False")]
 # (group title, [(variable, choices or None)]) in run_nemo_rl.sh's order of concerns
@@ -91,10 +91,11 @@ class JobPreview(ContentSwitcher):
 
 
 class JobScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "job"
     TITLE = "Job"
     # "-narrow" (WizardScreen, below 110 columns): the form is about 40 wide, and a message
-    # under a field uses all of it (rltui.tcss) instead of the 14 columns beside the labels,
+    # under a field uses all of it (job.tcss) instead of the 14 columns beside the labels,
     # where it took one line per word.
     BINDINGS = [Binding("ctrl+s", "save", "save parameters", priority=True),
                 Binding("ctrl+g", "submit(False)", "submit", priority=True)]

@@ -29,7 +29,7 @@ from ..joblog import TrainingStep
 from ..saves import Save, merge
 from ..widgets.charts import (Chart, ChartSpec, Series, Span, bar, downsample, fit_labels,
                               nice_ticks, plot_columns, rate_unit, time_ticks)
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 GIB = 1024 ** 3
 TIB_GIB = 1024
@@ -240,6 +240,7 @@ class TextPane(VerticalScroll):
 
 
 class MetricsScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "metrics"
     TITLE = "Metrics"
     AUTO_FOCUS = "#write-chart"

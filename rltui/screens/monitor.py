@@ -28,7 +28,7 @@ from ..widgets.jobstrip import JobStrip
 from ..widgets.logpane import JobLogPane
 from ..widgets.poddetail import ConfirmDeletePod, PodDescribeView, PodLogView
 from ..widgets.pods import PodsTable, age_text, tail
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 RECENT_EVENTS = 20
 NO_WATCH = "no watch: waits for the RayCluster"
@@ -110,6 +110,7 @@ class RecentEvents(Widget, can_focus=True):
         return Text("\n").join(lines)
 
 class MonitorScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "monitor"
     TITLE = "Monitor"
     BINDINGS = [

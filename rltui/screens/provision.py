@@ -22,7 +22,7 @@ from ..plan.runner import LINES_KEPT, RunEvent, RunResult, StepView
 from ..plan.step import StepState
 from ..plan.view import PlanView, fmt_s, on_gke
 from ..widgets.steps import ACTIVE, StepsView, short_title
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 S = StepState
 FLUSH_S = 0.1                      # output lines reach the pane in batches
@@ -70,6 +70,7 @@ class OutputLog(Log):
 
 
 class ProvisionScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "provision"
     TITLE = "Provision"
     AUTO_FOCUS = "#steps"

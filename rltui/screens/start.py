@@ -19,7 +19,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
 from ..widgets.chrome import HeaderInfo
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after the first frame
     from ..session import Check, ConfigState
@@ -34,6 +34,7 @@ def deployment(resources: Sequence[Any]) -> list[Any]:
 
 
 class StartScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "start"
     TITLE = "Start"
 

@@ -22,7 +22,7 @@ from ..widgets.chrome import HeaderInfo
 from ..widgets.inventory import InventoryView, left_behind
 from ..plan.view import fmt_s
 from ..widgets.steps import StepsView, from_event, short_title
-from .base import WizardScreen
+from .base import WizardScreen, stylesheet
 
 FLUSH_S = 0.1       # log lines reach the pane in batches
 LOG_MAX = 2000      # the log restarts from its newest LOG_KEEP lines past this
@@ -40,6 +40,7 @@ def leak_scan_text(resources: list[Any], project: str = "") -> tuple[str, bool]:
 
 
 class TeardownScreen(WizardScreen):
+    CSS_PATH = stylesheet(__file__)
     MODE = "teardown"
     TITLE = "Teardown"
     AUTO_FOCUS = "#confirm"

@@ -6,12 +6,10 @@ import time
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Static
 
 
 @dataclass(frozen=True)
@@ -71,28 +69,49 @@ class WizardHeader(Widget):
     COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
 
 
-class StepBar(Horizontal):
-    """The wizard's steps; also the navigation (click, or the keys in the footer)."""
+class StepBar(Widget):
+    """The wizard's steps on one line; also the navigation (click, or the keys in the footer).
+    One widget, not one per step: every screen builds it, the first frame among them."""
+
+    COMPONENT_CLASSES = {"step-bar--step", "step-bar--hover", "step-bar--current"}
 
     class Selected(Message):
         def __init__(self, mode: str) -> None:
             super().__init__()
             self.mode = mode
 
+    hover: reactive[str | None] = reactive(None)
+
     def __init__(self, steps: list[tuple[str, str]], current: str) -> None:
         super().__init__(id="step-bar")
         self.steps, self.current = steps, current
 
-    def compose(self) -> ComposeResult:
+    def spans(self) -> list[tuple[int, int, str]]:
+        """[start, end) columns of each step's label, and its mode."""
+        out, x = [], 0
         for mode, title in self.steps:
-            classes = "step current" if mode == self.current else "step"
-            yield StepLabel(mode, title, classes=classes)
+            out.append((x, x + len(title) + 2, mode))
+            x += len(title) + 3    # " title " and one column between
+        return out
 
+    def render(self) -> Text:
+        text = Text(no_wrap=True, end="")
+        for mode, title in self.steps:
+            role = "current" if mode == self.current else "hover" if mode == self.hover else "step"
+            text.append(f" {title} ", style=self.get_component_rich_style(f"step-bar--{role}"))
+            text.append(" ")
+        return text
 
-class StepLabel(Static):
-    def __init__(self, mode: str, title: str, classes: str) -> None:
-        super().__init__(f" {title} ", classes=classes)
-        self.mode = mode
+    def _mode_at(self, x: int) -> str | None:
+        return next((mode for start, end, mode in self.spans() if start <= x < end), None)
 
-    def on_click(self) -> None:
-        self.post_message(StepBar.Selected(self.mode))
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self.hover = self._mode_at(event.x)
+
+    def on_leave(self) -> None:
+        self.hover = None
+
+    def on_click(self, event: events.Click) -> None:
+        mode = self._mode_at(event.x)
+        if mode is not None:
+            self.post_message(StepBar.Selected(mode))

@@ -43,7 +43,9 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.selection import Selection
 from textual.strip import Strip
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Log, Static
+
+from .keybar import KeyBar
 
 SELECT_HINT = "select with the mouse (hold shift; Option in iTerm2)"
 OSC52_MAX_SEQUENCE = 100_000                                 # bytes, ESC ] 52 ; c ; ... BEL
@@ -200,7 +202,7 @@ class FullView(ModalScreen[None]):
                             ("ctrl+y", "bold"), (" copy", "dim"))
         yield Static(bar, id="fullview-title")
         yield WrappedLines(self.lines, at_end=self.at_end, id="fullview-text")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def view(self) -> WrappedLines:

@@ -63,7 +63,8 @@ async def test_ctrl_o_opens_the_log_full_screen_wrapped_at_its_newest_line(wizar
     async with app.run_test(size=size) as pilot:
         screen = await monitor_with_log(app, pilot, lines())
         assert "TAIL-OF-THE-LONG-LINE" not in shown(app)  # cut at the pane's edge
-        assert "full screen" in shown(app) and "copy" in shown(app)  # the footer names both
+        if size[0] >= 120:   # the footer names both; at 80 the log's own keys go first
+            assert "full screen" in shown(app) and "copy" in shown(app)
         await pilot.press("ctrl+o")
         await pilot.pause()
         view = app.screen
