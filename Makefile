@@ -23,10 +23,10 @@ lint: $(STAMP)
 # The linters first: a lint failure stops here, before the (minutes-long) suite. Two workers
 # (pytest-xdist): most tests wait on a simulated clock, a Ray head or a terminal, not on a core.
 # tests/conftest.py keeps the tests of one shared process (the sandbox, the demo's Ray head) in
-# one worker and a file's tests together.
+# one worker and a file's tests together, the sandbox's (the longest) first.
 WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # SIGKILL of up and down at seeded moments under --faults 0.2, and a preemption with no rltui
 # running (tests/chaos/test_chaos.py; RLTUI_CHAOS_SEED picks other moments). About 15 minutes.

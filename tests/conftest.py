@@ -96,7 +96,13 @@ SHARED = ("sandbox", "demo_ray")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """One xdist group per shared session fixture (every test that uses it runs in one worker,
     in collection order, so it starts once per run), and one per file for the rest (a module's
-    fixtures, a Ray head or a one-service box, start once). Without xdist the marks do nothing."""
+    fixtures, a Ray head or a one-service box, start once). The shared groups go first: the
+    sandbox's is the longest, and the other worker takes the files meanwhile (`make test` runs
+    with --no-loadscope-reorder, which keeps this order). Without xdist the marks do nothing."""
+    def group(item: pytest.Item) -> str:
+        return next((name for name in SHARED if name in item.fixturenames), item.nodeid.split("::")[0])
+
+    rank = {name: i for i, name in enumerate(SHARED)}
     for item in items:
-        group = next((name for name in SHARED if name in item.fixturenames), item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(group(item)))
+    items.sort(key=lambda item: rank.get(group(item), len(SHARED)))   # stable: files keep their order
