@@ -13,6 +13,7 @@ the one-service boxes are named for what they hold (`grpc_box`, `box`, `cloud`, 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -79,6 +80,7 @@ def sandbox(sandbox_dir: Path) -> Iterator[dict]:
     RLTUI_SANDBOX_DIR names it for the session (rltui run by a test finds it)."""
     from rltui.sandbox import manage
 
+    claim = _claim_for_this_worker("sandbox")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLTUI_SANDBOX_DIR", str(sandbox_dir))
         status = manage.start(speed=SPEED, root=sandbox_dir)
@@ -86,6 +88,26 @@ def sandbox(sandbox_dir: Path) -> Iterator[dict]:
             yield status.info
         finally:
             manage.stop(sandbox_dir)
+            if claim is not None:
+                claim.unlink(missing_ok=True)
+
+
+def _claim_for_this_worker(name: str) -> Path | None:
+    """Under xdist, fail if another worker of this run already started the shared `name`: its
+    tests were meant to be one group (pytest_collection_modifyitems below). Without that check
+    a grouping lost to hook order went unseen: two sandboxes, each test half as fast."""
+    run, worker = os.environ.get("PYTEST_XDIST_TESTRUNUID"), os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not run:
+        return None
+    claim = Path(tempfile.gettempdir()) / f"rltui-tests-{run}-{name}"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        pytest.fail(f"the {name} fixture started in {claim.read_text()} and in {worker}: its tests "
+                    "must be one xdist group (tests/conftest.py)")
+    os.write(fd, worker.encode())
+    os.close(fd)
+    return claim
 
 
 # Session fixtures that hold a process worth sharing: the sandbox daemon (and its Ray head) and
@@ -93,6 +115,7 @@ def sandbox(sandbox_dir: Path) -> Iterator[dict]:
 SHARED = ("sandbox", "demo_ray")
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's, which reads the marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """One xdist group per shared session fixture (every test that uses it runs in one worker,
     in collection order, so it starts once per run), and one per file for the rest (a module's
