@@ -83,7 +83,9 @@ class DashboardForward:
             raise CloudError(f"service {self.service} has no port {self.port}", transient=False,
                              code="NoPort")
         labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-        pods = sorted((p for p in await self.kube.list("pods", labels) if _ready(p)),
+        # From a watch of the selector's pods (no LIST per connection), current within the
+        # watch's delay: a replaced head is followed as soon as its successor is Ready.
+        pods = sorted((p for p in await self.kube.cached_list("pods", labels) if _ready(p)),
                       key=lambda p: (p.get("metadata") or {}).get("name", ""))
         if not pods:
             raise CloudError(f"no Running and Ready pod behind service {self.service} yet",
