@@ -362,8 +362,13 @@ class KubeAdapter:
         """The current objects as ADDED, SYNCED, then changes, for as long as the caller iterates.
 
         A cut or ended stream resumes from the last resourceVersion seen (bookmarks included);
-        410 Gone relists and emits only the difference. Transient failures back off with
-        jitter; after `give_up_s` of nothing but failures the last one is raised.
+        410 Gone relists and emits only the difference, as the API concepts page asks of
+        clients ("recognizing the status code 410 Gone, clearing their local cache, performing
+        a new get or list operation, and starting the watch from the resourceVersion that was
+        returned") and client-go's Reflector does (tools/cache/reflector.go: an expired watch
+        ends the ListAndWatch, setIsLastSyncResourceVersionUnavailable, and the next one lists).
+        Nothing else lists again. Transient failures back off with jitter; after `give_up_s` of
+        nothing but failures the last one is raised.
         """
         k = kind_of(kind)
         known: dict[tuple[str, str], Obj] = {}

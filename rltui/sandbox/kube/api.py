@@ -146,6 +146,15 @@ def _render(request: web.Request, target: Target, objs: list[dict], rv: Any, sin
 
 
 async def _serve_watch(request: web.Request, store: KubeStore, target: Target) -> web.StreamResponse:
+    """A watch as the API server streams it (Kubernetes API concepts, "Efficient detection of
+    changes", "Watch bookmarks"): without a resourceVersion (or "0") the current objects first
+    as ADDED; `timeoutSeconds` (else the server's own limit) ends the stream normally, after
+    which a client resumes from the last resourceVersion it saw; one too old for the history
+    is a single ERROR event carrying a 410 Status ("clients must handle the case by
+    recognizing the status code 410 Gone, clearing their local cache, performing a new get or
+    list operation"); with allowWatchBookmarks, BOOKMARK events carry the newest
+    resourceVersion while nothing the watch selects changes. Not imitated: the real history
+    is a time window (etcd keeps "the last 5 minutes by default"), the store's a count."""
     q = request.query
     settings = request.app[SETTINGS]
     rtype, loop = target.rtype, asyncio.get_running_loop()
