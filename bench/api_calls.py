@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -121,6 +122,9 @@ def main() -> int:
             provision(env)
             os.environ.update({k: env[k] for k in ("RLTUI_SANDBOX_DIR", "XDG_STATE_HOME")})
             delta, measured = asyncio.run(watch_screens(status.info, args.speed, args.minutes))
+            # Ray's job SDK leaves aiohttp sessions for the GC, which says so on stderr at exit:
+            # keep that noise from following the figures.
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         finally:
             manage.stop(sbx)
     print(f"window: {measured:.2f} reference minutes at speed {args.speed:g}, after the first")
