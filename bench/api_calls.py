@@ -114,10 +114,10 @@ def main() -> int:
     args = ap.parse_args()
     from rltui.sandbox import manage
 
-    with tempfile.TemporaryDirectory(prefix="rltui-bench-api-", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rltui-bench-api-", dir="/tmp", ignore_cleanup_errors=True) as tmp:
         sbx = Path(tmp) / "sbx"
         env = {**os.environ, "RLTUI_SANDBOX_DIR": str(sbx), "XDG_STATE_HOME": f"{tmp}/state", "HOME": tmp}
-        status = manage.start(speed=args.speed, root=sbx)
+        status = manage.start(speed=args.speed, root=sbx, timeout=60)  # a busy machine starts slowly
         try:
             provision(env)
             os.environ.update({k: env[k] for k in ("RLTUI_SANDBOX_DIR", "XDG_STATE_HOME")})
