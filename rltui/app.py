@@ -498,7 +498,7 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:
-        self.poll_kube_events()
+        self.watch_kube_events()
         self.watch_raycluster()
         self.find_dashboard()
         async for event in self.session.pod_events():
@@ -562,16 +562,17 @@ class RLTuiApp(App):
             await asyncio.sleep(max(floor_s, reference_s * self.session.endpoints.time_scale))
 
     @work(exclusive=True, group="kube_events", exit_on_error=False)
-    async def poll_kube_events(self) -> None:
-        """Recent Kubernetes Events, every 10 reference seconds."""
-        await self._poll("kube_events", self.bus.kube_events, self.session.kube_events, 10.0, 1.0)
+    async def watch_kube_events(self) -> None:
+        """Recent Kubernetes Events from a watch (one list, then the changes), not a poll."""
+        async for events in self.session.kube_events():
+            self.bus.kube_events.publish(events)
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:
         """Never overlapping: the next poll starts when the last one finished, one alignment
         period later (a minute against Google; shorter in a faster sandbox)."""
         while True:
-            period = 60.0
+            period = 60.0 * self.session.endpoints.time_scale  # a failed poll: again in a minute
             try:
                 metrics = await self.session.lustre_metrics()
                 self.bus.metrics.publish(metrics)

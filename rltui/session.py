@@ -243,9 +243,13 @@ class Session:
         async for event in kube.watch("pods", label_selector=f"ray.io/cluster={ctx.cfg.cluster_name}"):
             yield event
 
-    async def kube_events(self) -> list[dict[str, Any]]:
+    async def kube_events(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """The namespace's Kubernetes Events, oldest first, on every change (a watch)."""
+        from .plan.pods import event_lists
+
         kube = await self.context().kube()
-        return await kube.events()
+        async for events in event_lists(kube.watch("events")):
+            yield events
 
     async def raycluster_events(self) -> AsyncIterator[dict[str, Any]]:
         """The config's RayCluster as a watch sees it: the object on every change, {} while

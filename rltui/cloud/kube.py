@@ -123,6 +123,7 @@ class KubeAdapter:
         self.api: Any = None   # kubernetes.aio.client.ApiClient once connected
         self._apis: dict[str, Any] = {}
         self._custom: Any = None
+        self._informers: dict[tuple[str, str], _Informer] = {}
 
     # ----- connection -------------------------------------------------------------------
     async def connect(self, creds: Any = None) -> None:
@@ -149,6 +150,10 @@ class KubeAdapter:
         return self.api.configuration
 
     async def close(self) -> None:
+        for informer in self._informers.values():
+            informer.task.cancel()
+        await asyncio.gather(*(i.task for i in self._informers.values()), return_exceptions=True)
+        self._informers.clear()
         if self.api is not None:
             await self.api.close()
             self.api = None
@@ -252,6 +257,24 @@ class KubeAdapter:
         listing = await self._list_raw(k, label_selector, field_selector)
         return [_redact(k, item) for item in listing.get("items") or []]
 
+    async def cached_list(self, kind: str, label_selector: str | None = None) -> builtins.list[Obj]:
+        """What `list(kind, label_selector)` answers, read from a watch this adapter keeps open
+        until close() (a shared informer's store, as client-go's listers read one): the first
+        call lists and starts watching, later ones send no request. A watch that gave up
+        (watch()'s give_up_s) is started again by the next call."""
+        key = (kind, label_selector or "")
+        informer = self._informers.get(key)
+        if informer is None or informer.task.done():
+            informer = self._informers[key] = _Informer(self.watch(kind, label_selector=label_selector))
+        waiter = asyncio.ensure_future(informer.synced.wait())
+        try:
+            await asyncio.wait([informer.task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not informer.synced.is_set():
+            informer.task.result()  # raises what ended the watch
+        return builtins.list(informer.objects.values())
+
     async def delete(self, kind: str, name: str, *, wait: bool = True, timeout_s: float = 300.0,
                      namespace: str | None = None) -> None:
         """Delete (already gone is fine); with `wait`, return once it no longer exists."""
@@ -339,8 +362,13 @@ class KubeAdapter:
         """The current objects as ADDED, SYNCED, then changes, for as long as the caller iterates.
 
         A cut or ended stream resumes from the last resourceVersion seen (bookmarks included);
-        410 Gone relists and emits only the difference. Transient failures back off with
-        jitter; after `give_up_s` of nothing but failures the last one is raised.
+        410 Gone relists and emits only the difference, as the API concepts page asks of
+        clients ("recognizing the status code 410 Gone, clearing their local cache, performing
+        a new get or list operation, and starting the watch from the resourceVersion that was
+        returned") and client-go's Reflector does (tools/cache/reflector.go: an expired watch
+        ends the ListAndWatch, setIsLastSyncResourceVersionUnavailable, and the next one lists).
+        Nothing else lists again. Transient failures back off with jitter; after `give_up_s` of
+        nothing but failures the last one is raised.
         """
         k = kind_of(kind)
         known: dict[tuple[str, str], Obj] = {}
@@ -461,6 +489,27 @@ class KubeAdapter:
         detail = last.message if last else "no status yet"
         raise CloudError(f"RayCluster {name} not ready after {timeout_s:.0f} s ({detail})",
                          transient=True, code="Timeout")
+
+
+class _Informer:
+    """The objects one watch holds (KubeAdapter.cached_list), kept current by its own task."""
+
+    def __init__(self, events: AsyncGenerator[KubeEvent, None]) -> None:
+        self.objects: dict[tuple[str, str], Obj] = {}
+        self.synced = asyncio.Event()
+        self.task = asyncio.create_task(self._run(events))
+        # Its error is raised by the next cached_list that finds it not synced, else dropped.
+        self.task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _run(self, events: AsyncGenerator[KubeEvent, None]) -> None:
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event.type == "SYNCED":
+                    self.synced.set()
+                elif event.type == "DELETED":
+                    self.objects.pop(_key(event.obj), None)
+                else:
+                    self.objects[_key(event.obj)] = event.obj
 
 
 class _Gone(Exception):

@@ -70,8 +70,9 @@ class DashboardForward:
         log.info("forwarding %s to service %s:%d", self.url, self.service, self.port)
         return self.url
 
-    async def resolve(self) -> tuple[str, int]:
-        """(pod, container port) behind service:port, as `kubectl port-forward svc/...` picks."""
+    async def resolve(self, fresh: bool = False) -> tuple[str, int]:
+        """(pod, container port) behind service:port, as `kubectl port-forward svc/...` picks;
+        the pods from a watch, or with `fresh` from a LIST."""
         svc = await self.kube.get("services", self.service)
         if svc is None:
             raise CloudError(f"service {self.service} not found: is the RayCluster applied?",
@@ -83,7 +84,10 @@ class DashboardForward:
             raise CloudError(f"service {self.service} has no port {self.port}", transient=False,
                              code="NoPort")
         labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-        pods = sorted((p for p in await self.kube.list("pods", labels) if _ready(p)),
+        # From a watch of the selector's pods (no LIST per connection), current within the
+        # watch's delay: a replaced head is followed as soon as its successor is Ready.
+        listed = await (self.kube.list("pods", labels) if fresh else self.kube.cached_list("pods", labels))
+        pods = sorted((p for p in listed if _ready(p)),
                       key=lambda p: (p.get("metadata") or {}).get("name", ""))
         if not pods:
             raise CloudError(f"no Running and Ready pod behind service {self.service} yet",
@@ -104,12 +108,21 @@ class DashboardForward:
             self._session.ws_connect(url, protocols=(PROTOCOL,), headers=headers), OPEN_TIMEOUT_S)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import aiohttp
+
         task = asyncio.current_task()
         if task is not None:
             self._conns.add(task)
         try:
             pod, port = await asyncio.wait_for(self.resolve(), OPEN_TIMEOUT_S)
-            ws = await self._open(pod, port)
+            try:
+                ws = await self._open(pod, port)
+            except aiohttp.WSServerHandshakeError as exc:
+                if exc.status != 404:
+                    raise
+                # The pod is gone and the watch has not said so yet: ask the API itself.
+                pod, port = await asyncio.wait_for(self.resolve(fresh=True), OPEN_TIMEOUT_S)
+                ws = await self._open(pod, port)
             self.pod = pod
             try:
                 await self._pump(reader, writer, ws, pod)

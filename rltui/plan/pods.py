@@ -7,7 +7,7 @@ here, never from the cloud adapters."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from ..cloud.kube import KubeEvent, Obj
 
 __all__ = ["KubeEvent", "PodRow", "pod_row", "preempted", "desired_sizes", "requests",
-           "describe_lines", "HEAD_GROUP", "PodsSummary", "summarize", "age_text"]
+           "describe_lines", "HEAD_GROUP", "PodsSummary", "summarize", "age_text", "event_lists"]
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 # KubeRay's group label and its head group's value (ray-operator/controllers/ray/utils/
@@ -229,6 +229,29 @@ def _event_when(ev: Obj) -> float:
         if when is not None:
             return when
     return 0.0
+
+
+async def event_lists(watch: AsyncIterator[KubeEvent]) -> AsyncIterator[list[Obj]]:
+    """The Events a watch of them holds (KubeAdapter.watch("events")), oldest first as
+    KubeAdapter.events() sorts them: once the first list is delivered (SYNCED), then after every
+    change. A watch, not a poll: one LIST, then only what changed, resumed from the last
+    resourceVersion when a stream ends (Kubernetes API concepts, "Efficient detection of
+    changes"); Events that expire (the API server's --event-ttl, 1 h by default) arrive as
+    DELETED and leave the list."""
+    held: dict[tuple[str, str], Obj] = {}
+    synced = False
+    async for event in watch:
+        if event.type == "SYNCED":
+            synced = True
+        else:
+            meta = event.obj.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            if event.type == "DELETED":
+                held.pop(key, None)
+            else:
+                held[key] = event.obj
+        if synced:
+            yield sorted(held.values(), key=_event_when)
 
 
 def describe_lines(pod: Obj, events: list[Obj], *, now: float | None = None) -> list[str]:

@@ -178,7 +178,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     add_service_usage_service(server, world)
     # Time runs `speed` times faster here: the 60 s minimum alignment period and the 120 s
     # visibility delay are reference seconds (60/speed and 120/speed real seconds).
-    add_monitoring_service(server, meter, speed=speed)
+    add_monitoring_service(server, meter, speed=speed, record=record)
     grpc_port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
 
@@ -213,7 +213,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
 
     controller = KubeRayController(store, world, clock, project=None, state_dir=root,
                                    bin_dir=bin_dir, on_children=on_children)
-    app = make_app(store, issuer=issuer)
+    app = make_app(store, issuer=issuer, record=record)
     add_token_route(app, issuer)
     add_control_routes(app, world, faults)
     add_preempt_route(app, controller)

@@ -24,6 +24,7 @@ from google.cloud import container_v1
 from rltui.sandbox.kube import KubeStore, start
 from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
 from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
+from rltui.sandbox.record import Record
 
 HEAD_LABELS = {"ray.io/cluster": "ray-a4", "ray.io/node-type": "head"}
 
@@ -36,6 +37,7 @@ class Api:
     cluster: container_v1.Cluster  # endpoint 127.0.0.1:PORT, master_auth.cluster_ca_certificate
     tls: SandboxTLS
     issuer: TokenIssuer
+    record: Record                 # the sandbox's call counters (kube:LIST:pods, ...)
 
     async def adapter(self) -> KubeAdapter:
         kube = KubeAdapter(self.endpoints, cluster=self.cluster, backoff_s=0.02)
@@ -77,9 +79,11 @@ def history() -> int:
 async def api(tmp_path: Path, history: int, test_tls: SandboxTLS, token_endpoint) -> AsyncIterator[Api]:
     issuer, adc = token_endpoint
     store = KubeStore(tmp_path / "kube", history=history)
-    runner, url = await start(store, bookmark_interval=0.3, tick=0.05, tls=test_tls, issuer=issuer)
+    record = Record(None, speed=1.0)
+    runner, url = await start(store, bookmark_interval=0.3, tick=0.05, tls=test_tls, issuer=issuer,
+                              record=record)
     yield Api(store, url, Endpoints(label="SANDBOX", adc_file=adc),
-              gke_cluster(url.removeprefix("https://"), test_tls), test_tls, issuer)
+              gke_cluster(url.removeprefix("https://"), test_tls), test_tls, issuer, record)
     await runner.cleanup()
 
 

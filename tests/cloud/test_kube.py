@@ -187,6 +187,61 @@ async def test_watch_relists_after_410_and_emits_only_the_difference(api, kube: 
     missed = {(e.type, e.obj.get("metadata", {}).get("name")) for e in watcher.events[cut_at:-1]}
     assert missed == {("DELETED", "a"), ("MODIFIED", "b"), ("ADDED", "e")}
     assert sorted(watcher.state) == ["b", "c", "d", "e"]
+    assert api.record.snapshot()["calls"]["kube:LIST:pods"] == 2  # the first list, one relist
+
+
+async def test_a_watch_resumes_without_listing_again(api, kube: KubeAdapter, make_pod) -> None:
+    """Windows that end (timeoutSeconds) and streams cut mid-way resume from the last
+    resourceVersion: one LIST in all, however many watch requests (issue 13's API economy)."""
+    events: list[KubeEvent] = []
+
+    async def run() -> None:
+        async with contextlib.aclosing(kube.watch("pods", label_selector="app=demo", window_s=1)) as stream:
+            async for event in stream:
+                events.append(event)
+    task = asyncio.create_task(run())
+    await settle(lambda: [e.type for e in events] == ["SYNCED"])
+    api.store.faults = CountedFaults(p=0.2, seed=3)
+    for i in range(12):
+        await api.store.create("pods", make_pod(f"p{i:02d}", {"app": "demo"}), "default")
+        await asyncio.sleep(0.2)  # 2.4 s: the 1 s windows end twice at least
+    await settle(lambda: "p11" in [e.obj.get("metadata", {}).get("name") for e in events])
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    api.store.faults = None
+    calls = api.record.snapshot()["calls"]
+    assert calls["kube:LIST:pods"] == 1
+    assert calls["kube:WATCH:pods"] >= 3
+    assert [e.obj["metadata"]["name"] for e in events if e.type == "ADDED"] == [f"p{i:02d}" for i in range(12)]
+
+
+async def test_kube_event_lists_come_from_a_watch(api, kube: KubeAdapter) -> None:
+    """The Monitor's Events: the list once, then a new list on every change, oldest first;
+    an expired Event (DELETED) leaves it; the API is listed once."""
+    from rltui.plan.pods import event_lists
+
+    def event(name: str, when: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+                "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+                "reason": "Scheduled", "message": name, "type": "Normal", "lastTimestamp": when}
+
+    await api.store.create("events", event("late", "2026-01-01T00:05:00Z"), "default")
+    seen: list[list[str]] = []
+
+    async def run() -> None:
+        async with contextlib.aclosing(event_lists(kube.watch("events", window_s=1))) as lists:
+            async for items in lists:
+                seen.append([e["metadata"]["name"] for e in items])
+    task = asyncio.create_task(run())
+    await settle(lambda: seen == [["late"]])
+    await api.store.create("events", event("early", "2026-01-01T00:01:00Z"), "default")
+    await settle(lambda: seen[-1] == ["early", "late"])
+    await asyncio.sleep(1.5)  # a window ends: resumed, not relisted
+    await api.store.delete("events", "late", "default")
+    await settle(lambda: seen[-1] == ["early"])
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert api.record.snapshot()["calls"]["kube:LIST:events"] == 1
 
 
 async def test_wait_raycluster_ready_reads_replicas_and_head_condition(api, kube: KubeAdapter) -> None:

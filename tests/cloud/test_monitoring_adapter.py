@@ -87,3 +87,33 @@ async def test_used_pairs_capacity_and_free_even_when_a_second_passes_between_th
     monkeypatch.setattr(monitoring, "time", SimpleNamespace(time=lambda: base + next(ticks)))
     used = await adapter.used_bytes("third", minutes=10, period_s=60)
     assert used and used[-1].value == pytest.approx(4 * MB, rel=0.01)
+
+
+@pytest.mark.parametrize(("speed", "period_s"), [(1.0, 60), (45.0, 2), (60.0, 1), (300.0, 1)])
+async def test_one_metrics_poll_asks_each_metric_once_for_whole_reference_minutes(tmp_path, speed, period_s):
+    """The Metrics screen's poll (plan/metrics.lustre_metrics): each Lustre metric type once
+    (the sandbox's counter per type), on periods no shorter than a reference minute - Lustre is
+    sampled every 60 s, so a period rounded down (60/45 s -> 1 s) would ask more often."""
+    from rltui.config import parse_config
+    from rltui.plan.context import Context
+    from rltui.plan.metrics import lustre_metrics
+    from rltui.sandbox.record import Record
+
+    meter = LustreMeter(interval_s=3600)
+    meter.track((PROJECT, ZONE, INSTANCE), tmp_path / INSTANCE, 9000)
+    record = Record(None, speed=speed)
+    server = grpc.aio.server()
+    add_monitoring_service(server, meter, speed=speed, visibility_delay_s=0, record=record)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        endpoints = Endpoints(label="SANDBOX", grpc_target=f"127.0.0.1:{port}", time_scale=1 / speed)
+        cfg = parse_config({"PROJECT_ID": PROJECT, "LUSTRE_INSTANCE_ID": INSTANCE})
+        out = await lustre_metrics(Context(cfg, endpoints, root=tmp_path / "state"), minutes=10)
+    finally:
+        await server.stop(None)
+        meter.close()
+    assert out["period_s"] == period_s and period_s * speed >= 60
+    calls = {k: v for k, v in record.snapshot()["calls"].items() if k.startswith("monitoring:")}
+    assert calls == {f"monitoring:ListTimeSeries:lustre.googleapis.com/instance/{m}": 1
+                     for m in ("read_bytes_total", "write_bytes_total", "capacity_bytes", "free_bytes")}

@@ -42,6 +42,10 @@ async def test_forward_reaches_the_head_and_follows_its_replacement(api, head, d
     await head("ray-a4-head-bbbbb", new)
     assert (await version(url))["served_by"] == "new-head"
     assert forward.pod == "ray-a4-head-bbbbb"
+    # Every connection resolved the service; the pods come from a watch (listed once), and
+    # again only if the watch had not yet told of the old head's end (its pod answered 404).
+    calls = api.record.snapshot()["calls"]
+    assert calls["kube:GET:services"] >= 3 and calls["kube:LIST:pods"] <= 2
 
 
 async def test_large_bodies_cross_both_ways_intact(head, dashboard, forward) -> None:

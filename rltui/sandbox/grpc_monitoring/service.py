@@ -54,6 +54,7 @@ from rltui.sandbox.grpc_monitoring.metrics import (
     _Value,
 )
 from rltui.sandbox.lustre_meter import InstanceKey, LustreMeter
+from rltui.sandbox.record import Record
 
 SERVICE = "google.monitoring.v3.MetricService"
 MIN_ALIGNMENT_S = 60.0  # the real API's minimum alignment_period
@@ -76,8 +77,9 @@ ProjectInstances = Callable[[str], Iterable[InstanceKey]]
 
 class _MetricService:
     def __init__(self, meter: LustreMeter, project_instances: ProjectInstances | None,
-                 min_alignment_s: float, visibility_delay_s: float) -> None:
+                 min_alignment_s: float, visibility_delay_s: float, record: Record | None = None) -> None:
         self.meter = meter
+        self.record = record
         self.project_instances = project_instances
         self.min_alignment_s = min_alignment_s
         self.visibility_delay_s = visibility_delay_s
@@ -151,6 +153,8 @@ class _MetricService:
         if len(types) != 1 or types[0].fn != "eq" or types[0].op != "=":
             raise _Invalid("A filter must specify exactly one metric type: metric.type = \"...\"")
         metric = _METRICS.get(types[0].value)
+        if self.record is not None:  # per metric type: how often each series is asked for
+            self.record.count(f"monitoring:ListTimeSeries:{types[0].value}")
         if not req.interval.HasField("end_time"):
             raise _Invalid("Field interval.endTime is required")
         end = _seconds(req.interval.end_time)
@@ -264,7 +268,7 @@ def _handler(fn: Callable[..., Awaitable], request_type) -> grpc.RpcMethodHandle
 def add_monitoring_service(server: grpc.aio.Server, meter: LustreMeter,
                            project_instances: ProjectInstances | None = None, *,
                            min_alignment_s: float | None = None, speed: float = 1.0,
-                           visibility_delay_s: float | None = None) -> None:
+                           visibility_delay_s: float | None = None, record: Record | None = None) -> None:
     """Serve MetricService's read methods on `server` from `meter`.
 
     `project_instances(project)` names the instances a project owns (project id or number,
@@ -272,13 +276,15 @@ def add_monitoring_service(server: grpc.aio.Server, meter: LustreMeter,
     `speed` is the sandbox's (a real second is `speed` reference seconds): points stay hidden
     for 120 reference seconds after sampling (`visibility_delay_s`, default 120/speed) and the
     minimum alignment period is 60 reference seconds (`min_alignment_s`, default 60/speed).
-    At speed 1 both are Google's.
+    At speed 1 both are Google's. With `record`, each ListTimeSeries is counted there under
+    `monitoring:ListTimeSeries:<metric type>` (the request's one `metric.type`).
     """
     if not speed > 0:
         raise ValueError(f"speed must be > 0, got {speed}")
     svc = _MetricService(meter, project_instances,
                          MIN_ALIGNMENT_S / speed if min_alignment_s is None else min_alignment_s,
-                         VISIBILITY_DELAY_S / speed if visibility_delay_s is None else visibility_delay_s)
+                         VISIBILITY_DELAY_S / speed if visibility_delay_s is None else visibility_delay_s,
+                         record)
     handlers = {
         "ListMetricDescriptors": _handler(svc.list_metric_descriptors, _pb["ListMetricDescriptorsRequest"]),
         "GetMetricDescriptor": _handler(svc.get_metric_descriptor, _pb["GetMetricDescriptorRequest"]),

@@ -16,11 +16,14 @@ from rltui.sandbox.kube.portforward import handle_portforward
 from rltui.sandbox.kube.resources import REVIEWS, ResourceType, find
 from rltui.sandbox.kube.serviceaccounts import User
 from rltui.sandbox.kube.store import KubeStore
+from rltui.sandbox.record import Record
 
 STORE = web.AppKey("store", KubeStore)
 # The request's user when it is not the owner (auth.guard_middleware sets it).
 USER = web.RequestKey("kube_user", User)
 SETTINGS = web.AppKey("settings", dict)
+# The sandbox's record (record.py), when the daemon gives one: a counter per verb and resource.
+RECORD = web.AppKey("record", Record)
 # kube-apiserver's --min-request-timeout: a watch without timeoutSeconds ends after this.
 DEFAULT_WATCH_SECONDS = 1800.0
 PATCH_TYPES = {
@@ -95,6 +98,20 @@ def _maybe_fault(store: KubeStore, channel: str) -> None:
     raise KubeError(code, reason, message, details, retry_after=1 if code == 429 else None)
 
 
+def _count(request: web.Request, verb: str, target: Target) -> None:
+    """One call in the record as `kube:<VERB>:<resource>[/<sub>][@<user>]` (no user: the
+    owner's credentials, i.e. rltui, kubectl, gcloud, xpk). A GET without a name is a LIST, or
+    a WATCH with ?watch=1 (or the /watch/ prefix), as the API server names its verbs
+    (k8s.io/apiserver pkg/endpoints/request/requestinfo.go: "if there's no name on the request
+    and we thought it was a get before, then the actual verb is a list or a watch")."""
+    record = request.app.get(RECORD)
+    if record is not None:
+        sub = f"/{target.sub}" if target.sub else ""
+        user = request.get(USER)  # a ServiceAccount's (e.g. the job supervisor's): counted apart
+        who = f"@{user.name}" if user is not None else ""
+        record.count(f"kube:{verb}:{target.rtype.plural}{sub}{who}")
+
+
 async def _body(request: web.Request) -> Any:
     if "protobuf" in request.content_type or "cbor" in request.content_type:
         # kubectl's typed writes (`kubectl create namespace|secret ...`) send protobuf, which this
@@ -129,6 +146,15 @@ def _render(request: web.Request, target: Target, objs: list[dict], rv: Any, sin
 
 
 async def _serve_watch(request: web.Request, store: KubeStore, target: Target) -> web.StreamResponse:
+    """A watch as the API server streams it (Kubernetes API concepts, "Efficient detection of
+    changes", "Watch bookmarks"): without a resourceVersion (or "0") the current objects first
+    as ADDED; `timeoutSeconds` (else the server's own limit) ends the stream normally, after
+    which a client resumes from the last resourceVersion it saw; one too old for the history
+    is a single ERROR event carrying a 410 Status ("clients must handle the case by
+    recognizing the status code 410 Gone, clearing their local cache, performing a new get or
+    list operation"); with allowWatchBookmarks, BOOKMARK events carry the newest
+    resourceVersion while nothing the watch selects changes. Not imitated: the real history
+    is a time window (etcd keeps "the last 5 minutes by default"), the store's a count."""
     q = request.query
     settings = request.app[SETTINGS]
     rtype, loop = target.rtype, asyncio.get_running_loop()
@@ -231,6 +257,7 @@ async def _dispatch(request: web.Request, store: KubeStore, target: Target) -> w
     dry_run = bool(q.get("dryRun"))
     watching = method == "GET" and (target.watch_path or _true(q.get("watch")))
     verb = "WATCH" if watching else method
+    _count(request, "LIST" if verb == "GET" and name is None and sub is None else verb, target)
     user = request.get(USER)
     if user is not None:  # a ServiceAccount's token: RBAC decides (the owner's tokens may do all)
         name_attr = name or ("" if method not in ("GET", "DELETE") else rbac.selector_name(q.get("fieldSelector")))
@@ -327,16 +354,19 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float = 1.0,
-             issuer: Any = None) -> web.Application:
+             issuer: Any = None, record: Record | None = None) -> web.Application:
     """The API server app. `tick` bounds how long an idle watch/follow takes to notice a hang-up.
     With `issuer` (auth.TokenIssuer), requests over https need its bearer tokens and Kubernetes
-    paths are not served over plain http (see auth.guard_middleware)."""
+    paths are not served over plain http (see auth.guard_middleware). With `record`
+    (record.Record), every request is counted there (`kube:LIST:pods`, `kube:WATCH:pods`, ...)."""
     from rltui.sandbox.kube.auth import guard_middleware
 
     middlewares = [guard_middleware(issuer, store)] if issuer is not None else []
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
     app[STORE] = store
     app[SETTINGS] = {"bookmark_interval": bookmark_interval, "tick": tick}
+    if record is not None:
+        app[RECORD] = record
     discovery.add_routes(app)
     openapi.add_routes(app)
     app.router.add_route("*", "/api/{version:v1}/{tail:.*}", _resource)
@@ -347,12 +377,12 @@ def make_app(store: KubeStore, *, bookmark_interval: float = 60.0, tick: float =
 
 async def start(store: KubeStore, host: str = "127.0.0.1", port: int = 0, *,
                 bookmark_interval: float = 60.0, tick: float = 1.0, tls: Any = None,
-                issuer: Any = None) -> tuple[web.AppRunner, str]:
+                issuer: Any = None, record: Record | None = None) -> tuple[web.AppRunner, str]:
     """Serve `store` on host:port (0 = ephemeral); returns the runner (to `cleanup()`) and URL.
     With `tls` (tls.SandboxTLS) and `issuer` it is https with bearer tokens, as GKE's is."""
     if tls is not None and issuer is None:
         raise ValueError("an https Kubernetes API checks tokens: give an issuer")
-    app = make_app(store, bookmark_interval=bookmark_interval, tick=tick, issuer=issuer)
+    app = make_app(store, bookmark_interval=bookmark_interval, tick=tick, issuer=issuer, record=record)
     runner = web.AppRunner(app, shutdown_timeout=5.0, access_log=None)
     await runner.setup()
     ssl_context = tls.server_context() if tls is not None else None
