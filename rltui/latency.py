@@ -37,6 +37,7 @@ OPERATION_KEYS: tuple[str, ...] = (
     "gke_set_labels",
     "node_pool_recreate",
     "peering_release_lag",
+    "gke_cluster_delete",
 )
 
 

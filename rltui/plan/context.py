@@ -27,6 +27,8 @@ class Context:
     root: Path = field(default_factory=state_root)
     _adapters: dict[str, Any] = field(default_factory=dict)
     dashboard_url: str | None = None
+    # Down: the GKE cluster just deleted was rltui's, so are the networks xpk made for it.
+    owned_networks: bool = False
 
     # --- folders ---
 

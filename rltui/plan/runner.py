@@ -373,15 +373,15 @@ class Runner:
 
     async def _down_once(self, tr: _Track, out: StepOutput) -> tuple[StepState, str]:
         self._set_state(tr, S.RUNNING, "checking what exists")
-        probe = await tr.step.probe(self._ctx)
+        probe = await tr.step.down_probe(self._ctx)
         out.probe = probe
         if not probe.exists:
             return (S.DESTROYED if tr.applied else S.ABSENT), (probe.detail or "nothing to delete")
         async with self._locked(tr, S.DESTROYING, "deleting"):
             tr.applied = True
             self._set_state(tr, S.DESTROYING, "deleting")   # not the probe's (up) words
-            await tr.step.destroy(self._ctx, out)
-        return S.DESTROYED, "deleted"
+            said = await tr.step.destroy(self._ctx, out)
+        return S.DESTROYED, said or "deleted"
 
     @contextlib.asynccontextmanager
     async def _locked(self, tr: _Track, active: StepState, doing: str) -> AsyncIterator[None]:

@@ -166,7 +166,14 @@ class Step:
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         raise NotImplementedError(f"{type(self).__name__}.apply")
 
-    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+    async def down_probe(self, ctx: Context) -> Probe:
+        """What down has to delete (`exists`); default: the probe. A step whose up probe also
+        counts what another step deletes (xpk's networks, for the cluster) says less here."""
+        return await self.probe(ctx)
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> str | None:
+        """Delete the object; may return the words of its row once deleted (default "deleted"),
+        e.g. who deleted it."""
         raise NotImplementedError(f"{type(self).__name__}.destroy")
 
     def __repr__(self) -> str:

@@ -8,8 +8,10 @@ Graph (arrows: "needs"):
                 +-> network_ready -> ip_range -> peering -> lustre_instance -> pv_pvc
 
 The Lustre chain waits only for xpk's network, not for xpk to finish. Down runs the graph
-backwards; xpk's delete (which removes the networks) waits for the peering, the range and
-Lustre, which would otherwise keep the network in use.
+backwards: the GKE cluster goes through the GKE API once the Kubernetes objects are gone, while
+Lustre is deleted; only xpk's networks (network_ready's row: `xpk cluster delete`, which finds
+the cluster gone and removes the rest) wait for the peering, the range and Lustre, which would
+otherwise keep the network in use.
 """
 
 from __future__ import annotations

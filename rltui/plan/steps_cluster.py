@@ -44,30 +44,29 @@ class XpkClusterStep(ContextStep):
     """`xpk cluster create` from one fixed folder per cluster, then the `managed-by: rltui`
     label: ownership is read from the cloud (the label), plus xpk's own state when present.
 
-    Down takes xpk's path when its blueprint is in that folder (xpk then deletes the networks
-    too); when the state is lost but the cluster carries rltui's label, it deletes the cluster
-    through the GKE API and xpk's firewall rules, subnets and networks by the names xpk
-    1.16.0's a4 blueprint gives them (plan/xpkstate.py), and says which path it took.
+    Down deletes the cluster through the GKE API (DeleteCluster) as soon as what runs on it is
+    gone (the RayCluster, the PV/PVC, the Secret: through `credentials`), while the Lustre
+    instance is deleted: only xpk's networks must wait for the peering and the IP range, and
+    they are NetworkReadyStep's row (`xpk cluster delete`, which finds the cluster gone and
+    removes the rest). It deletes only a cluster that is rltui's: made by xpk from this folder
+    (its blueprint is there) or labelled managed-by=rltui.
     Whether a failed xpk is worth another try is read from the cloud after it exits (a GKE
     operation that failed is final); xpk's own words are only quoted.
     """
 
     name, title = "xpk_cluster", "xpk cluster create"
     needs = ("enable_apis",)
-    expected_key, destroy_key = "xpk_done", "xpk_delete"
-    destroy_needs = ("addons", "credentials", "lustre_instance")
-    # The peering and the range hold xpk's network, but a refusal there must never keep the
-    # billed GPU cluster alive: wait for them, then delete the cluster whatever they did.
-    destroy_after = ("peering", "ip_range")
+    expected_key, destroy_key = "xpk_done", "gke_cluster_delete"
+    # What runs on the cluster goes first (credentials: the Kubernetes objects); nothing else.
+    destroy_needs = ("addons", "credentials")
     max_attempts = 3  # each try can take most of an hour: a crash gets two more, no more
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.locks = (_gke_lock(ctx),)
-        self.down_via = "xpk cluster delete"   # the GKE API when xpk's state is lost
 
     def down_title(self) -> str:
-        return f"GKE cluster {self.cfg.cluster_name} ({self.down_via})"
+        return f"GKE cluster {self.cfg.cluster_name} (GKE API)"
 
     def _argv(self, verb: str) -> list[str]:
         c = self.cfg
@@ -82,7 +81,12 @@ class XpkClusterStep(ContextStep):
         return f'cd "{self.ctx.xpk_dir}" && {join(self._argv("create"))}'
 
     def down_command(self) -> str:
-        # xpk's path, from its state folder (without it, destroy deletes through the GKE API).
+        c = self.cfg
+        return join(["gcloud", "container", "clusters", "delete", c.cluster_name,
+                     f"--region={c.region}", f"--project={c.project_id}", "--quiet"])
+
+    def xpk_delete_command(self) -> str:
+        """`xpk cluster delete` from its state folder (NetworkReadyStep's down runs it)."""
         return f'(cd "{self.ctx.xpk_dir}" && {join(self._argv("delete"))})'
 
 
@@ -193,35 +197,38 @@ class XpkClusterStep(ContextStep):
         out.note("labelling the cluster managed-by=rltui")
         await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
 
+    async def down_probe(self, ctx: Context) -> Probe:
+        """The cluster itself (the up probe also counts networks xpk left: NetworkReadyStep's),
+        or an xpk create still running in this folder (it must be stopped)."""
+        cluster = await ctx.gke.get()
+        live = self._detached().live()
+        return Probe(exists=cluster is not None or live is not None,
+                     detail="" if cluster is None else cluster.status.name)
+
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         running = self._detached().live()
         if running is not None and running.verb == "create":
             out.note(f"stopping {running.describe()} before deleting")
             await self._detached().stop(running)
         cluster = await ctx.gke.get()
-        if self.has_xpk_state(ctx):
-            out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
-            res = await self._xpk("delete", out, self.destroy_expected_s or self.expected_s)
-            if await ctx.gke.get() is not None:
-                code = "an unknown code" if res.returncode is None else res.returncode
-                raise TransientError(f"xpk cluster delete exited with {code} and the"
-                                     f" cluster is still there (xpk: {res.error_line()})")
-            if await self._delete_blueprint_leftovers(ctx, out):
-                out.note("xpk left some of its networks: deleted them by the blueprint's names")
+        if cluster is None:
             return
-        if self.labelled(cluster):
-            self.down_via = "GKE API"
-            out.note("xpk's state folder is missing: deleting the cluster through the GKE API,"
-                     " then xpk's firewall rules, subnets and networks by its blueprint's names")
-            await ctx.gke.delete(expected_s=self.destroy_expected_s or self.expected_s)
-            await self._delete_blueprint_leftovers(ctx, out)
-            return
-        where = "its networks" if cluster is None else f"cluster {self.cfg.cluster_name}"
-        raise PermanentError(f"{where} carry no managed-by=rltui label and {ctx.xpk_dir} holds"
-                             " no xpk state for it: not rltui's, left alone (delete it with xpk"
-                             " from the folder it was created in)")
+        if not (self.has_xpk_state(ctx) or self.labelled(cluster)):
+            raise PermanentError(f"cluster {self.cfg.cluster_name} carries no managed-by=rltui"
+                                 f" label and {ctx.xpk_dir} holds no xpk state for it: not"
+                                 " rltui's, left alone (delete it with xpk from the folder it"
+                                 " was created in)")
+        ctx.owned_networks = True   # xpk's networks are rltui's too (NetworkReadyStep.destroy)
+        out.note("deleting the cluster through the GKE API while Lustre goes; xpk cluster delete"
+                 " removes the rest once the peering and the range are gone")
+        await ctx.gke.delete(expected_s=self.destroy_expected_s or self.expected_s)
 
-    async def _delete_blueprint_leftovers(self, ctx: Context, out: StepOutput) -> bool:
+    async def run_xpk_delete(self, ctx: Context, out: StepOutput, expected_s: float) -> Outcome:
+        """`xpk cluster delete` from its state folder, detached (a create still running there
+        is stopped first): NetworkReadyStep's down, after this step's."""
+        return await self._xpk("delete", out, expected_s)
+
+    async def delete_blueprint_leftovers(self, ctx: Context, out: StepOutput) -> bool:
         """Firewall rules, then subnets, then networks (each refuses while the next holds it)."""
         names = xpkstate.blueprint_names(self.cfg.cluster_name)
         present = {n.name for n in await ctx.network.networks()}

@@ -14,20 +14,35 @@ from .steps_base import ContextStep
 class NetworkReadyStep(ContextStep):
     """Waits for the VPC network xpk makes first, so the Lustre chain starts early.
 
-    Down deletes nothing itself: xpk's networks go with `xpk cluster delete` (its Cluster
-    Toolkit path runs `gcluster destroy` on the a4 blueprint, whose modules include the three
-    VPCs: xpk 1.16.0 commands/cluster_gcluster.py cluster_delete, core/blueprint/
-    blueprint_generator.py generate_a4_blueprint), or, when xpk's state is lost, with rltui's
-    clean-up by the blueprint's names (XpkClusterStep.destroy). So its row waits for that
-    step and then says what the cloud shows (Step.kept).
+    Down: xpk's three networks are the one thing that must wait for the peering and the IP
+    range (they hold `<c>-net-0`), so this row runs `xpk cluster delete` from xpk's folder
+    once the GKE cluster is gone (XpkClusterStep deletes it through the API meanwhile) and the
+    peering and the range have settled. xpk 1.16.0 takes its Cluster Toolkit path on the
+    blueprint alone and runs `gcluster destroy` on the a4 blueprint, whose modules include the
+    three VPCs and their firewall rules (commands/cluster.py cluster_delete,
+    commands/cluster_gcluster.py cluster_delete; core/blueprint/blueprint_generator.py
+    generate_a4_blueprint); with the cluster already gone, Terraform drops it from its state and
+    destroys the rest (rltui/sandbox/world_xpk.py xpk_cluster_delete has the sources and what
+    is not verified). Whatever of the blueprint's names xpk leaves (or all of them, when xpk's
+    state is lost and the cluster was rltui's by its label), rltui deletes itself.
     """
 
     name, title = "network_ready", "Network ready"
     needs = ("enable_apis",)
     expected_key = "xpk_networks"
-    destroyable = False  # xpk's delete removes it
-    destroy_needs = ()
-    destroy_after = ("xpk_cluster",)
+    # The cluster and a Lustre instance on the network must be gone: xpk's Terraform would
+    # fail on a network still in use, and a Lustre that could not go keeps its network.
+    destroy_needs = ("xpk_cluster", "lustre_instance")
+    # They hold the network too; a refusal there does not stop xpk removing what it can.
+    destroy_after = ("peering", "ip_range")
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        # Down deletes only xpk's networks of this cluster; any other network is kept.
+        self.destroyable = bool(self._xpk_networks())
+        # xpk's delete, less its GKE part (the profile's two estimates).
+        self.destroy_expected_s = max(ctx.expected("xpk_delete")
+                                      - ctx.expected("gke_cluster_delete"), ctx.expected("k8s_apply"))
 
     def _xpk_networks(self) -> tuple[str, ...]:
         """xpk's networks for this cluster, when the plan's network is one of them."""
@@ -39,27 +54,48 @@ class NetworkReadyStep(ContextStep):
         if not names:
             return f"VPC network {self.cfg.network}"
         c = self.cfg.cluster_name
-        return f"VPC networks {names[0]}, " + ", ".join(n[len(c):] for n in names[1:])
+        return (f"VPC networks {names[0]}, " + ", ".join(n[len(c):] for n in names[1:])
+                + " (xpk cluster delete)")
 
     async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
-        S = StepState
-        names = self._xpk_networks()
-        if not names:
-            return S.SKIPPED, "kept: not one of the networks xpk made for this cluster"
-        left = [n.name for n in await ctx.network.networks() if n.name in names]
-        gke = settled.get("xpk_cluster")
-        if not left:
-            if gke is not S.DESTROYED:
-                return S.ABSENT, "nothing to delete"
-            c = self.cfg
-            if xpkstate.has_state(ctx.xpk_dir, c.project_id, c.region, c.cluster_name):
-                return S.DESTROYED, "deleted by xpk cluster delete"
-            return S.DESTROYED, "deleted by rltui (xpk's state was lost)"
-        if gke is S.DESTROYED:
-            return S.FAILED, f"still there after the GKE cluster's delete: {', '.join(left)}"
-        if gke is S.SKIPPED:
-            return S.SKIPPED, "kept: they go with the GKE cluster, not part of this run"
-        return S.SKIPPED, "kept: they go with the GKE cluster, which is still there"
+        return StepState.SKIPPED, "kept: not one of the networks xpk made for this cluster"
+
+    def down_command(self) -> str:
+        from .steps_cluster import XpkClusterStep
+
+        return XpkClusterStep(self.ctx).xpk_delete_command()
+
+    async def down_probe(self, ctx: Context) -> Probe:
+        names = set(self._xpk_networks())
+        left = sorted(n.name for n in await ctx.network.networks() if n.name in names)
+        return Probe(exists=bool(left), detail=", ".join(left))
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> str:
+        from .steps_cluster import XpkClusterStep
+
+        gke = XpkClusterStep(ctx)
+        if await ctx.gke.get() is not None:
+            raise TransientError(f"cluster {self.cfg.cluster_name} is still there: its"
+                                 " networks wait for it")
+        if gke.has_xpk_state(ctx):
+            out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
+            res = await gke.run_xpk_delete(ctx, out, self.destroy_expected_s or 60.0)
+            if not (await self.down_probe(ctx)).exists:
+                return "deleted by xpk cluster delete"
+            if not res.ok:
+                out.note(f"xpk cluster delete exited with {res.returncode}"
+                          f" (xpk: {res.error_line()})")
+            await gke.delete_blueprint_leftovers(ctx, out)
+            return "deleted: what xpk cluster delete left, by its blueprint's names"
+        if not ctx.owned_networks:
+            raise PermanentError(f"networks {', '.join(self._xpk_networks())} are left from a"
+                                 f" cluster {ctx.xpk_dir} holds no xpk state for, and no"
+                                 " managed-by=rltui cluster was deleted with them: not rltui's,"
+                                 " left alone (delete them with xpk from the folder it ran in)")
+        out.note("xpk's state folder is missing: deleting xpk's firewall rules, subnets and"
+                 " networks by its blueprint's names")
+        await gke.delete_blueprint_leftovers(ctx, out)
+        return "deleted by rltui (xpk's state was lost)"
 
     def command(self) -> str:
         return join(["gcloud", "compute", "networks", "describe", self.cfg.network,

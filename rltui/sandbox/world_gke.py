@@ -346,9 +346,10 @@ class GkeClusterMixin:
         if c is not None and c.status == Status.RECONCILING:
             c.status = Status.RUNNING
 
-    def delete_cluster(self, project: str, location: str, cluster: str, *, key: str = "xpk_delete",
+    def delete_cluster(self, project: str, location: str, cluster: str, *, key: str = "gke_cluster_delete",
                        seconds: float | None = None) -> container_v1.Operation:
-        """Start DELETE_CLUSTER: STOPPING now, gone (with its node pools) after `key`'s time."""
+        """Start DELETE_CLUSTER: STOPPING now, gone (with its node pools) after `key`'s time
+        (through the API or gcloud, and inside xpk's gcluster destroy alike)."""
         self._tick()
         c = self._cluster(project, location, cluster)
         p = self._project(project)

@@ -148,9 +148,26 @@ class XpkMixin:
         three networks). False: the plain GKE path xpk takes without its blueprint (`gcloud beta
         container clusters delete`, no retry: a busy cluster fails it; the Toolkit networks stay,
         since xpk's delete_cluster_subnets only matches `<c>-<location>-sub-*`). A network still
-        used (e.g. by a peering) stays and FailedPrecondition says which."""
+        used (e.g. by a peering) stays and FailedPrecondition says which.
+
+        A cluster already deleted (through the GKE API, as rltui's down does while Lustre goes):
+        xpk 1.16.0 does not look first. commands/cluster.py cluster_delete (lines 600-603) takes
+        the Toolkit path on the blueprint alone (created_by_gcluster), and
+        commands/cluster_gcluster.py cluster_delete (178-227) runs `gcluster destroy` on the
+        deployment (core/gcluster_manager.py destroy_deployment, 135-143), no GKE call of its
+        own. Terraform's refresh then reads the cluster and its node pool as 404, which the
+        google provider drops from the state rather than destroys (terraform-provider-google
+        handleNotFoundError), so what is left goes: the firewall rules, then the networks. Not
+        verified against a live project: the blueprint's kubectl-apply modules (Cluster Toolkit
+        v1.94.0 modules/management/kubectl-apply/main.tf) read `data.google_container_cluster`,
+        which fails with "<id> not found" when the cluster is gone and its id is known (the
+        provider's datasourceContainerClusterRead); rltui's down falls back to deleting the
+        blueprint's names itself if xpk leaves them (plan/steps_lustre.py NetworkReadyStep).
+        Timing: the cluster takes `gke_cluster_delete`, the rest `xpk_delete` minus that (both
+        estimates in the profile), so xpk's whole delete still takes `xpk_delete`."""
         say = progress or (lambda _line: None)
         region = region_of(zone)
+        rest_s = max(0.0, self.clock.seconds("xpk_delete") - self.clock.seconds("gke_cluster_delete"))
         if f"{region}/{cluster}" in self._project(project).clusters:
             if delete_networks:
                 await self.wait_cluster_idle(project, region, cluster)
@@ -167,6 +184,7 @@ class XpkMixin:
                            f"clusters/{cluster}. Could not find [{cluster}] in [{region}].")
         if not delete_networks:
             return
+        await asyncio.sleep(rest_s)
         errors: list[str] = []
         p = self._project(project)
         for rule in _xpk_firewalls(project, cluster):

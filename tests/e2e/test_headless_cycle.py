@@ -270,6 +270,16 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     networks = compute_v1.NetworksClient(credentials=AnonymousCredentials(), client_options={
         "api_endpoint": user["status"]["compute"]}).list(project=PROJECT)
     assert not [n.name for n in networks if n.name.startswith(CLUSTER)]
+    # The billed GPU cluster went through the GKE API while Lustre was deleted; xpk's delete of
+    # the networks came after the cluster, the peering's range and Lustre were gone (the
+    # sandbox's record of this down: its last operation of each kind).
+    ops = json.loads(Path(user["status"]["record"]).read_text(encoding="utf-8"))["operations"]
+    last = {op["kind"]: op for op in ops}
+    gke, lustre = last["gke.delete_cluster"], last["lustre.delete"]
+    xpk, address = last["xpk.delete"], last["compute.addresses.delete"]
+    assert gke["start_ref_s"] < lustre["end_ref_s"] and lustre["start_ref_s"] < gke["end_ref_s"]
+    assert xpk["start_ref_s"] >= max(gke["end_ref_s"], lustre["end_ref_s"], address["end_ref_s"])
+    assert xpk["error"] is None
 
 
 def test_the_token_never_left_env_sh_except_into_the_secret(user):

@@ -34,7 +34,7 @@ REFERENCE = {
 # Added after the design table (GKE's own upgrade, SetLabels, node recreation): estimates whose
 # source text gives the reasoning.
 ADDED = {"gke_auto_upgrade": 8.0, "gke_set_labels": 0.1, "node_pool_recreate": 4.0,
-         "peering_release_lag": 2.0}
+         "peering_release_lag": 2.0, "gke_cluster_delete": 10.0}
 
 
 def test_packaged_profile_is_the_reference_table_unchanged() -> None:

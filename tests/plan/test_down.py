@@ -136,13 +136,36 @@ async def test_a_refused_peering_delete_never_keeps_the_gpu_cluster(cloud, step_
     assert result.states["ip_range"] is S.BLOCKED
 
 
-async def test_a_failed_lustre_delete_still_blocks_xpk(cloud, step_cls, fast_retry):
+async def test_a_failed_lustre_delete_keeps_its_network_not_the_gpu_cluster(cloud, step_cls,
+                                                                           fast_retry):
+    """The billed cluster goes while Lustre is deleted; a Lustre instance that could not go
+    keeps the network it is on, so xpk's delete of the networks waits and says why."""
     steps = real_shape(step_cls)
     populate(cloud, [s.name for s in steps])
     cloud.failures["lustre_instance"] = [PermanentError("not rltui's: left alone")]
     result = await Runner(steps, cloud, retry=fast_retry).down()
-    assert result.states["xpk_cluster"] is S.BLOCKED
-    assert "xpk_cluster" in cloud.objects
+    assert result.states["xpk_cluster"] is S.DESTROYED and "xpk_cluster" not in cloud.objects
+    assert result.states["network_ready"] is S.BLOCKED and "network_ready" in cloud.objects
+    assert "Lustre" in result.messages["network_ready"] or "lustre" in result.messages["network_ready"]
+
+
+async def test_the_gpu_cluster_goes_while_lustre_is_deleted(cloud, step_cls, fast_retry):
+    """Only xpk's networks wait for the peering and the range: the cluster's delete overlaps
+    Lustre's, and the networks go after both the cluster and the peering chain."""
+    steps = real_shape(step_cls)
+    for s in steps:
+        if s.name in ("xpk_cluster", "lustre_instance", "peering"):
+            s.work_s = 0.05
+    populate(cloud, [s.name for s in steps])
+    result = await Runner(steps, cloud, retry=fast_retry).down()
+    assert result.ok, result.messages
+    span = cloud.spans
+    assert span["xpk_cluster"][0] < span["lustre_instance"][1]
+    assert span["lustre_instance"][0] < span["xpk_cluster"][1]
+    for before in ("xpk_cluster", "peering", "ip_range", "lustre_instance"):
+        assert span[before][1] <= span["network_ready"][0], before
+    for kube in ("raycluster", "pv_pvc", "secret"):
+        assert span[kube][1] <= span["xpk_cluster"][0], kube
 
 
 async def test_a_step_can_ask_for_fewer_attempts(cloud, step_cls):

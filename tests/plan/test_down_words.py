@@ -2,9 +2,9 @@
 step it does not delete says what became of its object (Step.kept), read from the cloud.
 
 The real plan (rltui/plan/steps*.py) against the fake adapters (tests/plan/fakes.py); the fake
-`xpk` is a subprocess that writes xpk's blueprint, so `xpk cluster delete` takes the Cluster
-Toolkit path, which deletes the blueprint's networks (xpk 1.16.0 commands/cluster_gcluster.py
-cluster_delete: gcluster destroy).
+`xpk` is a subprocess that writes xpk's blueprint, so `xpk cluster delete` (the networks' row,
+after the cluster went through the GKE API) takes the Cluster Toolkit path, which deletes the
+blueprint's networks (xpk 1.16.0 commands/cluster_gcluster.py cluster_delete: gcluster destroy).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ TITLES = {
     "pv_pvc": f"PVC {LUSTRE}-pvc, PV {LUSTRE}-pv", "lustre_instance": f"Lustre instance {LUSTRE}",
     "peering": f"VPC peering servicenetworking on {NET}",
     "ip_range": f"IP range google-managed-services-{NET}",
-    "xpk_cluster": f"GKE cluster {C} (xpk cluster delete)",
-    "network_ready": f"VPC networks {NET}, -net-1, -rdma-net",
+    "xpk_cluster": f"GKE cluster {C} (GKE API)",
+    "network_ready": f"VPC networks {NET}, -net-1, -rdma-net (xpk cluster delete)",
     "enable_apis": "Enabled APIs", "addons": "Addons (RayOperator + Lustre CSI)",
     "credentials": "Cluster credentials", "dashboard": "Ray dashboard port-forward"}
 
@@ -72,7 +72,7 @@ async def test_down_rows_are_named_for_what_they_delete(tmp_path):
 
 async def test_when_the_cluster_stays_the_networks_row_says_they_are_still_there(tmp_path):
     """A cluster that is not rltui's (no label, no xpk state in rltui's folder) is left alone,
-    and so are its networks: the row says they stay with it, not that they were deleted."""
+    and so are its networks: the row says they wait for it, not that they were deleted."""
     import shutil
 
     ctx = fake_context(codelab_config(), tmp_path)
@@ -81,9 +81,9 @@ async def test_when_the_cluster_stays_the_networks_row_says_they_are_still_there
     ctx.cloud.cluster.resource_labels.pop("managed-by", None)
     result, _ = await _down(ctx)
     assert result.states["xpk_cluster"] is S.FAILED
-    assert result.states["network_ready"] is S.SKIPPED
-    assert result.messages["network_ready"] == ("kept: they go with the GKE cluster, which is"
-                                                " still there")
+    assert result.states["network_ready"] is S.BLOCKED
+    assert result.messages["network_ready"] == f"blocked: GKE cluster {C} (GKE API) failed"
+    assert ctx.cloud.networks and ctx.cloud.cluster is not None
 
 
 async def test_a_project_with_nothing_says_nothing_was_deleted(tmp_path):

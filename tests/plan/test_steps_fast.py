@@ -98,9 +98,19 @@ def _xpk_made(cloud: FakeCloud, ctx: FakeContext) -> None:
 
 
 def _xpk_gone(cloud: FakeCloud, ctx: FakeContext) -> None:
-    assert cloud.cluster is None and not cloud.networks
-    assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"], ["cluster", "delete"]]
-    assert cloud.xpk_runs[-1].cwd == str(ctx.xpk_dir) and "--force" in cloud.xpk_runs[-1].argv
+    """The cluster goes through the GKE API; xpk's networks are network_ready's (xpk delete)."""
+    assert cloud.cluster is None and cloud.count("gke.delete") == 1
+    assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"]]
+    assert sorted(cloud.networks) == [f"{ctx.cfg.cluster_name}-{n}" for n in ("net-0", "net-1",
+                                                                             "rdma-net")]
+
+
+def _xpk_cluster_owned_networks(ctx: FakeContext) -> None:
+    ctx.owned_networks = True   # what XpkClusterStep.destroy of a labelled cluster leaves
+
+
+def _networks_gone(cloud: FakeCloud, ctx: FakeContext) -> None:
+    assert (cloud.networks, cloud.subnets, cloud.firewall_rules) == ({}, {}, {})
 
 
 def _addons_made(cloud: FakeCloud, ctx: FakeContext) -> None:
@@ -149,6 +159,7 @@ class Case:
     reapply: bool = False        # there and ready, yet every run applies it again
     note: str = ""                    # the apply's last note (for local steps), a regex
     meanwhile: Callable[[FakeContext], Any] | None = None   # runs while apply runs
+    before_destroy: Callable[[FakeContext], None] | None = None   # what earlier down steps did
 
 
 async def _xpk_makes_its_network(ctx: FakeContext) -> None:
@@ -162,8 +173,9 @@ CASES: dict[str, Case] = {
                         made=lambda c, _: c.apis >= set(CODELAB_APIS)
                         or pytest.fail(f"APIs enabled: {c.apis}")),
     "xpk_cluster": Case("xpk", creates=True, destroyable=True, made=_xpk_made, gone=_xpk_gone),
-    "network_ready": Case("gcloud", creates=True, destroyable=False,
-                          meanwhile=_xpk_makes_its_network),
+    "network_ready": Case("gcloud", creates=True, destroyable=True, gone=_networks_gone,
+                          meanwhile=_xpk_makes_its_network,
+                          before_destroy=_xpk_cluster_owned_networks),
     "ip_range": Case("gcloud", creates=True, destroyable=True,
                      made=lambda c, x: (c.addresses[x.cfg.address_name].prefix_length,
                                         c.addresses[x.cfg.address_name].network) == (
@@ -242,8 +254,10 @@ async def test_step_probe_apply_probe_destroy(step_type, ctx):
 
     assert step.destroyable is case.destroyable
     if case.destroyable:
+        if case.before_destroy is not None:
+            case.before_destroy(ctx)
         await step.destroy(ctx, said.out())
-        gone = await step.probe(ctx)
+        gone = await step.down_probe(ctx)
         assert gone.exists is False, gone
         if case.gone is not None:
             case.gone(ctx.cloud, ctx)
@@ -334,17 +348,18 @@ async def test_a_rerun_finds_everything_and_creates_nothing_twice(ctx, fast_retr
     assert calls == {c: ctx.cloud.count(c) for c in calls} == dict.fromkeys(calls, 1)
 
 
-async def test_down_deletes_lustre_then_peering_then_address_before_the_cluster(ctx, fast_retry):
+async def test_down_deletes_the_cluster_while_lustre_goes_and_the_networks_last(ctx, fast_retry):
     seed(ctx, [t.name for t in STEP_TYPES])
     cloud = ctx.cloud
     # Deletes that take a while: starting xpk's delete early would overlap them.
-    cloud.slow.update({"delete peering": 0.08, "delete address": 0.08})
+    cloud.slow.update({"delete peering": 0.08, "delete address": 0.08, "delete lustre": 0.08,
+                       "gke delete": 0.08})
     events: list = []
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry, listener=listen(events)).down()
     assert result.ok, result.messages
     order = [(e.step, e.state) for e in events if e.kind == "state"]
-    xpk_starts = order.index(("xpk_cluster", S.RUNNING))
-    for name in ("lustre_instance", "peering", "ip_range"):
+    xpk_starts = order.index(("network_ready", S.RUNNING))
+    for name in ("xpk_cluster", "lustre_instance", "peering", "ip_range"):
         assert order.index((name, S.DESTROYED)) < xpk_starts, f"xpk's delete began before {name}"
     assert result.states == {
         "enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED, "network_ready": S.DESTROYED,
@@ -360,7 +375,13 @@ async def test_down_deletes_lustre_then_peering_then_address_before_the_cluster(
              "delete lustre", "delete peering", "delete address", "xpk delete"]
     for before, after in zip(chain, chain[1:]):
         assert span[before][1] <= span[after][0], f"{after} started before {before} ended"
-    assert span["delete secrets/ray-a4-gpu-spot-job-secrets"][1] <= span["xpk delete"][0]
+    for kube in ("delete secrets/ray-a4-gpu-spot-job-secrets", "delete rayclusters/ray-a4-gpu-spot",
+                 "delete persistentvolumeclaims/rl-demo-gpu-lustre-pvc"):
+        assert span[kube][1] <= span["gke delete"][0], f"the cluster went before {kube}"
+    # the billed cluster overlaps Lustre's delete; xpk's delete of the networks comes after it
+    assert span["gke delete"][0] < span["delete lustre"][1]
+    assert span["gke delete"][1] <= span["xpk delete"][0]
+    assert [r.argv[:2] for r in cloud.xpk_runs][-1] == ["cluster", "delete"]
     assert cloud.violations == []
     assert (cloud.cluster, cloud.networks, cloud.addresses, cloud.peerings, cloud.instances) == (
         None, {}, {}, {}, {})
@@ -469,16 +490,28 @@ async def test_a_lustre_create_that_fails_late_fails_the_step_once(ctx, fast_ret
 
 # ---- xpk's state folder lost: ownership from the cloud's label -----------------------------
 
-async def test_down_without_xpk_state_deletes_a_labelled_cluster_and_its_networks(ctx):
+async def test_down_without_xpk_state_deletes_a_labelled_cluster_and_its_networks(ctx, fast_retry):
     seed(ctx, ["enable_apis"])
     ctx.cloud.seed_cluster(labelled=True)        # no blueprint in ctx.xpk_dir
-    step = {s.name: s for s in build_plan(ctx)}["xpk_cluster"]
-    said = Said()
-    await step.destroy(ctx, said.out())
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down(
+        {"xpk_cluster", "network_ready"})
+    assert result.ok, result.messages
     assert ctx.cloud.cluster is None and ctx.cloud.xpk_runs == []
     assert (ctx.cloud.networks, ctx.cloud.subnets, ctx.cloud.firewall_rules) == ({}, {}, {})
-    assert "through the GKE API" in said.notes[0]
-    assert (await step.probe(ctx)).exists is False
+    assert result.messages["network_ready"] == "deleted by rltui (xpk's state was lost)"
+    steps = {s.name: s for s in build_plan(ctx)}
+    assert (await steps["xpk_cluster"].probe(ctx)).exists is False
+
+
+async def test_down_leaves_networks_without_xpk_state_or_an_owned_cluster_alone(ctx, fast_retry):
+    seed(ctx, ["enable_apis"])
+    ctx.cloud.seed_networks()                     # no cluster, no blueprint: whose are they?
+    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down(
+        {"xpk_cluster", "network_ready"})
+    assert result.states["xpk_cluster"] is S.ABSENT
+    assert result.states["network_ready"] is S.FAILED
+    assert "not rltui's, left alone" in result.messages["network_ready"]
+    assert ctx.cloud.networks
 
 
 async def test_down_leaves_an_unlabelled_cluster_without_xpk_state_alone(ctx, fast_retry):
@@ -491,16 +524,18 @@ async def test_down_leaves_an_unlabelled_cluster_without_xpk_state_alone(ctx, fa
     assert ctx.cloud.count("gke.delete") == 0 and ctx.cloud.xpk_runs == []
 
 
-async def test_a_lustre_instance_down_cannot_delete_keeps_the_cluster(ctx, fast_retry):
+async def test_a_lustre_instance_down_cannot_delete_keeps_its_network_not_the_cluster(ctx,
+                                                                                      fast_retry):
     seed(ctx, [t.name for t in STEP_TYPES])
     ctx.cloud.instances[ctx.cfg.lustre_instance_id].labels.clear()    # not made by rltui
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
     assert result.states["lustre_instance"] is S.FAILED
     assert "was not created by rltui" in result.messages["lustre_instance"]
-    assert {n: result.states[n] for n in ("peering", "ip_range", "xpk_cluster")} == dict.fromkeys(
-        ("peering", "ip_range", "xpk_cluster"), S.BLOCKED)
-    assert ctx.cloud.instances and ctx.cloud.peerings and ctx.cloud.cluster is not None
-    assert ctx.cloud.xpk_runs == []
+    assert {n: result.states[n] for n in ("peering", "ip_range", "network_ready")} == dict.fromkeys(
+        ("peering", "ip_range", "network_ready"), S.BLOCKED)
+    assert result.states["xpk_cluster"] is S.DESTROYED and ctx.cloud.cluster is None
+    assert ctx.cloud.instances and ctx.cloud.peerings and ctx.cloud.networks
+    assert [r.argv[:2] for r in ctx.cloud.xpk_runs] == []
 
 
 async def test_a_peering_that_cannot_be_deleted_does_not_keep_the_gpu_cluster(ctx, fast_retry):
@@ -510,11 +545,12 @@ async def test_a_peering_that_cannot_be_deleted_does_not_keep_the_gpu_cluster(ct
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
     assert result.states["peering"] is S.FAILED and result.states["ip_range"] is S.BLOCKED
     assert ctx.cloud.cluster is None                   # the billed GPUs are gone
+    assert result.states["xpk_cluster"] is S.DESTROYED
     assert [r.argv[:2] for r in ctx.cloud.xpk_runs] == [["cluster", "delete"]]
     # the network the peering holds stays, and down says so
     assert ctx.cloud.held_networks() == ["ray-a4-gpu-spot-net-0"]
-    assert result.states["xpk_cluster"] is S.FAILED
-    assert "already being used" in result.messages["xpk_cluster"]
+    assert result.states["network_ready"] is S.FAILED
+    assert "already being used" in result.messages["network_ready"]
 
 
 # ---- half-right objects: the probe says "not ready" and apply repairs them ------------------

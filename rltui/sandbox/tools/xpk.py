@@ -25,7 +25,14 @@ What it imitates, from AI-Hypercomputer/xpk 1.16.0 (src/xpk/...):
   stays, as xpk never removes it); without it, the plain GKE path (`gcloud beta container clusters
   delete`, then xpk's subnet clean-up that matches only `<c>-<location>-sub-*`): the Toolkit's
   networks stay. Neither path asks for confirmation in the sandbox (xpk asks only when the cluster
-  runs xpk workloads; --force also sets quiet).
+  runs xpk workloads; --force also sets quiet). A cluster already deleted (rltui's down deletes
+  it through the GKE API first) changes nothing on the Toolkit path: xpk looks for the blueprint
+  only (commands/cluster.py cluster_delete, lines 600-603) and runs gcluster destroy without a
+  GKE call of its own (commands/cluster_gcluster.py cluster_delete, lines 178-227;
+  core/gcluster_manager.py destroy_deployment, 135-143), which then removes the firewall rules
+  and networks (world_xpk.xpk_cluster_delete says what of Terraform's part is not verified). On
+  the plain path its first call, `gcloud container clusters get-credentials` (commands/common.py
+  set_cluster_command, lines 28-50), fails and xpk exits with that code.
 """
 
 from __future__ import annotations
