@@ -241,6 +241,7 @@ async def test_the_served_wizard_reaches_monitor_in_a_browser_through_a_proxy(tm
             ws_url = await tools.evaluate("document.querySelector('#terminal').dataset.sessionWebsocketUrl")
             assert ws_url == f"ws://127.0.0.1:{proxied}/ws", ws_url
             assert proxy.websockets == 1, proxy.requests
+            assert "/static/js/textual.js" in proxy.requests, proxy.requests   # so did its script
             (artifacts / "first.txt").write_text(first)
             assert not (tmp_path / "PWNED").exists(), "the env file's path went through a shell"
 
