@@ -305,13 +305,24 @@ class _DeferredSession:
 
 def cmd_wizard(args: argparse.Namespace) -> int:
     """The full-screen wizard. The session and the cloud clients load in workers, after the
-    first frame."""
-    from .app import RLTuiApp
-    from .widgets.chrome import HeaderInfo
-
+    first frame. With --serve, the same wizard in a browser (rltui/serve.py)."""
     env_path = Path(args.env)
     if env_path.exists() and not env_path.is_file():
         raise UsageError(f"--env: {env_path} is not a file")
+    if args.serve:
+        from . import serve
+
+        try:
+            return serve.serve(serve.WizardArgs(str(env_path), args.sandbox),
+                               port=args.port if args.port is not None else serve.DEFAULT_PORT,
+                               url=args.public_url)
+        except serve.ServeError as exc:
+            raise UsageError(str(exc)) from None
+    for flag, value in (("--port", args.port), ("--public-url", args.public_url)):
+        if value is not None:
+            raise UsageError(f"{flag}: only with --serve")
+    from .app import RLTuiApp
+    from .widgets.chrome import HeaderInfo
 
     def endpoints() -> Any:
         from .headless import endpoints_for
@@ -339,6 +350,12 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"rltui {__version__}")
     parser.add_argument("--env", default="env.sh", help="the codelab's env.sh (default: ./env.sh)")
     parser.add_argument("--sandbox", action="store_true", help="use the local emulated project")
+    parser.add_argument("--serve", action="store_true",
+                        help="serve the wizard to a browser on 127.0.0.1 (Cloud Shell's Web Preview)")
+    parser.add_argument("--port", type=int, help="with --serve: the port (default 8080)")
+    parser.add_argument("--public-url", metavar="URL",
+                        help="with --serve: the address the browser uses (default: Web Preview's,"
+                             " https://PORT-$WEB_HOST, where WEB_HOST is set)")
     parser.set_defaults(func=cmd_wizard)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
