@@ -51,6 +51,7 @@ WIDTH, HEIGHT = 120, 40
 CHUNK_LINES = 10  # Ray's file_tail_iterator: at most 10 lines per WebSocket message
 KEY_TIMEOUT_S = 5.0
 TICK_S = 0.01
+MAX_FEED_S = 600.0  # 12x the 50 s asked: the bench ends within 15 minutes
 SOCKET = f"rltui-bench-logpane-{os.getpid()}"
 FIELDS = ("loss", "avg_reward", "step_time_s", "checkpoint_s", "val_accuracy")
 
@@ -129,8 +130,8 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
                     on_text(chunk)  # what RayJobs.follow does with each tail message
                     sent += chunk.count("\n")
                     chunks += 1
-                if not chunks:
-                    break
+                if not chunks or time.monotonic() - t0 > MAX_FEED_S:
+                    break  # the end, or an app so far behind that the bench must end
                 await asyncio.sleep(max(0.0, sent / rate - (time.monotonic() - t0)))
         feed_s = time.monotonic() - t0
         await asyncio.sleep(1.0)  # the last flush (0.1 s) and the screens' handlers

@@ -48,6 +48,7 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
 ]
 PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
+SAVES_EVERY_S = 1.0
 LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show no more
 
 
@@ -127,6 +128,7 @@ class RLTuiApp(App):
         self._quit_warned = False
         self._save_timeline: Any = None   # saves.SaveTimeline of the log being followed
         self._saves_published = -1
+        self._saves_at = 0.0
 
     # --- navigation, help, palette ---
 
@@ -437,7 +439,7 @@ class RLTuiApp(App):
         final = await self.session.follow_logs(on_text)
         if partial[0]:
             self._log_buffer.append(partial[0])
-        self._flush_logs()
+        self._flush_logs(final=True)
         last = tracker.records[-1] if tracker.records else None
         self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
@@ -462,7 +464,7 @@ class RLTuiApp(App):
                     return
             await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 
-    def _flush_logs(self) -> None:
+    def _flush_logs(self, final: bool = False) -> None:
         """What the follower parsed since the last flush, at most 10 times a second: the
         lines as one batch, each changed step once (its newest version, in step order), the
         saves, and the header. Per record, a 20k lines/s burst published ~5 versions of every
@@ -480,9 +482,12 @@ class RLTuiApp(App):
             checkpoints, self._checkpoints = self._checkpoints, []
             for checkpoint in checkpoints:
                 self.bus.checkpoint.publish(checkpoint)
-        timeline = self._save_timeline  # a backlog revises every save: publish at most 10/s
-        if timeline is not None and timeline.version != self._saves_published:
-            self._saves_published = timeline.version
+        # A backlog revises every save, and saves() walks them all: publish once a second
+        # (a replay of a long job holds thousands), and at the follower's end (final).
+        timeline = self._save_timeline
+        if timeline is not None and timeline.version != self._saves_published and \
+                (final or time.monotonic() - self._saves_at >= SAVES_EVERY_S):
+            self._saves_published, self._saves_at = timeline.version, time.monotonic()
             self.bus.saves.publish(timeline.saves())
 
     @work(exclusive=True, group="pods", exit_on_error=False)
