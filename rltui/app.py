@@ -13,17 +13,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
+from .bus import LineReplaySignal, ReplaySignal
 from .widgets.chrome import HeaderInfo
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from .saves import Save
     from .session import ConfigState
 
-T = TypeVar("T")
 
 # (mode, title, module, class, key)
 SCREENS: list[tuple[str, str, str, str, str]] = [
@@ -50,6 +48,8 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
 ]
 PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
+SAVES_EVERY_S = 1.0
+LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show no more
 
 
 def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
@@ -64,43 +64,23 @@ def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
     return make
 
 
-class ReplaySignal(Signal, Generic[T]):
-    """A signal that remembers: a screen created later (modes are built on first visit)
-    receives the last value, or the bounded history of a stream, when it subscribes."""
-
-    def __init__(self, owner: App, name: str, keep: int) -> None:
-        super().__init__(owner, name)
-        self.history: deque[T] = deque(maxlen=keep)
-
-    @property
-    def last(self) -> T | None:
-        return self.history[-1] if self.history else None
-
-    def publish(self, data: T) -> None:
-        self.history.append(data)
-        super().publish(data)
-
-    def subscribe(self, node: Any, callback: Callable[[T], Any], immediate: bool = False) -> None:
-        super().subscribe(node, callback, immediate)
-        for data in list(self.history):
-            callback(data)
-
-
 class Bus:
     """The topics screens subscribe to. State topics replay their last value; streams replay
-    a bounded history. Each topic's payload type is declared below."""
+    a bounded history (of batches; of lines for log_lines). Each topic's payload type is
+    declared below."""
 
     STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
              "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves")
-    STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": 2000, "step_record": 5000,
-               "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
+    STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES,
+               "step_record": 5000, "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
     TOPICS = STATE + tuple(STREAMS)
 
     def __init__(self, owner: App) -> None:
         for topic in self.STATE:
             setattr(self, topic, ReplaySignal(owner, topic, keep=1))
         for topic, keep in self.STREAMS.items():
-            setattr(self, topic, ReplaySignal(owner, topic, keep=keep))
+            kind = LineReplaySignal if topic == "log_lines" else ReplaySignal
+            setattr(self, topic, kind(owner, topic, keep=keep))
 
     # What each topic carries (set in __init__ from STATE and STREAMS).
     header: ReplaySignal[HeaderInfo]
@@ -118,7 +98,7 @@ class Bus:
     saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
-    log_lines: ReplaySignal[list[str]]                # a burst of lines, written in one batch
+    log_lines: LineReplaySignal                       # a burst of lines, written in one batch
     step_record: ReplaySignal[TrainingStep]
     checkpoint: ReplaySignal[CheckpointEvent]
     teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
@@ -153,9 +133,12 @@ class RLTuiApp(App):
         self.bus = Bus(self)
         self.header_info = header or HeaderInfo()
         self._log_buffer: list[str] = []
+        self._step_records: dict[int, TrainingStep] = {}   # parsed, not yet published
+        self._checkpoints: list[CheckpointEvent] = []
         self._quit_warned = False
         self._save_timeline: Any = None   # saves.SaveTimeline of the log being followed
         self._saves_published = -1
+        self._saves_at = 0.0
 
     # --- navigation, help, palette ---
 
@@ -418,7 +401,7 @@ class RLTuiApp(App):
             for worker in self.workers:
                 if worker.group == name:
                     worker.cancel()
-        self._log_buffer = []
+        self._log_buffer, self._step_records, self._checkpoints = [], {}, []
         for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
             topic.history.clear()
         self._save_timeline = None
@@ -447,22 +430,26 @@ class RLTuiApp(App):
             arrived = time.time()  # a save's moment: when its line arrives (rltui/saves.py)
             lines = (partial[0] + text).split("\n")
             partial[0] = lines.pop()
-            self._log_buffer.extend(lines)
+            buffer = self._log_buffer
+            buffer.extend(lines)
+            if len(buffer) > 2 * LOG_REPLAY_LINES:  # a stalled flush: only the newest can show
+                del buffer[: len(buffer) - LOG_REPLAY_LINES]
             events = parser.feed(text)
             timeline.feed(events, arrived)
             for ev in events:
                 record = tracker.update(ev)
-                if record is not None:
-                    self.bus.step_record.publish(record)
-                    self.set_header(job=f"RUNNING {record.step}/{record.total_steps}")
+                if record is not None:  # the newest version of each step, published by the flush
+                    self._step_records.pop(record.global_step, None)
+                    self._step_records[record.global_step] = record
                 if isinstance(ev, CheckpointEvent):
-                    self.bus.checkpoint.publish(ev)
+                    self._checkpoints.append(ev)
 
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
         self.poll_run()
         final = await self.session.follow_logs(on_text)
         if partial[0]:
             self._log_buffer.append(partial[0])
+        self._flush_logs(final=True)
         last = tracker.records[-1] if tracker.records else None
         self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
@@ -487,13 +474,30 @@ class RLTuiApp(App):
                     return
             await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 
-    def _flush_logs(self) -> None:
+    def _flush_logs(self, final: bool = False) -> None:
+        """What the follower parsed since the last flush, at most 10 times a second: the
+        lines as one batch, each changed step once (its newest version, in step order), the
+        saves, and the header. Per record, a 20k lines/s burst published ~5 versions of every
+        step and repainted the header each time (issue 13)."""
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []
             self.bus.log_lines.publish(batch)
-        timeline = self._save_timeline  # a backlog revises every save: publish at most 10/s
-        if timeline is not None and timeline.version != self._saves_published:
-            self._saves_published = timeline.version
+        if self._step_records:
+            records, self._step_records = list(self._step_records.values()), {}
+            for record in records:
+                self.bus.step_record.publish(record)
+            last = records[-1]
+            self.set_header(job=f"RUNNING {last.step}/{last.total_steps}")
+        if self._checkpoints:
+            checkpoints, self._checkpoints = self._checkpoints, []
+            for checkpoint in checkpoints:
+                self.bus.checkpoint.publish(checkpoint)
+        # A backlog revises every save, and saves() walks them all: publish once a second
+        # (a replay of a long job holds thousands), and at the follower's end (final).
+        timeline = self._save_timeline
+        if timeline is not None and timeline.version != self._saves_published and \
+                (final or time.monotonic() - self._saves_at >= SAVES_EVERY_S):
+            self._saves_published, self._saves_at = timeline.version, time.monotonic()
             self.bus.saves.publish(timeline.saves())
 
     @work(exclusive=True, group="pods", exit_on_error=False)

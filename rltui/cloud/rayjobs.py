@@ -37,6 +37,8 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 # A job submission uploads the working dir: allow for that; other calls are small.
 SUBMIT_TIMEOUT_S = 300.0
 CALL_TIMEOUT_S = 30.0
+# What the client loads when first used (bench/log_pane.py imports these before its feed).
+CLIENT_MODULES = ("ray.job_submission",)
 
 
 @dataclass(frozen=True)

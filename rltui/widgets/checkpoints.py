@@ -15,6 +15,7 @@ from textual.widget import Widget
 from ..joblog import CheckpointEvent
 from ..saves import Save
 
+MAX_ROWS = 20  # rows drawn in the pane (issue 13: 9,000 saves of a replay cost seconds a frame)
 
 def shorten_path(path: str, width: int) -> str:
     """Keep the end of a path (the step_N directory and its parent), cut on a '/'."""
@@ -46,6 +47,7 @@ class CheckpointsList(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._saved: dict[int, CheckpointEvent | Save] = {}
+        self._estimated = False
 
     def on_mount(self) -> None:
         bus = getattr(self.app, "bus", None)
@@ -56,6 +58,7 @@ class CheckpointsList(Widget):
     def _on_job_status(self, status: dict) -> None:
         if status.get("reset"):  # a new job, or none after teardown
             self._saved.clear()
+            self._estimated = False
             self.refresh(layout=True)
 
     def add(self, event: CheckpointEvent) -> None:
@@ -67,6 +70,7 @@ class CheckpointsList(Widget):
     def show(self, saves: list[Save]) -> None:
         for save in saves:
             self._saved[save.step] = save
+        self._count_estimated()
         self.refresh(layout=True)
 
     @property
@@ -74,15 +78,21 @@ class CheckpointsList(Widget):
         return [self._saved[s] for s in sorted(self._saved, reverse=True)]
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return 1 + max(1, len(self._saved)) + (1 if self._any_estimated() else 0)
+        rows = min(len(self._saved), MAX_ROWS + 1)  # + "N older" (full view: ctrl+o shows all)
+        return 1 + max(1, rows) + (1 if self._any_estimated() else 0)
 
     def _any_estimated(self) -> bool:
-        return any(isinstance(s, Save) and s.estimated for s in self._saved.values())
+        return self._estimated  # kept by show(): a scan of every save on each repaint was slow
 
-    def lines(self) -> list[str]:
+    def _count_estimated(self) -> None:
+        self._estimated = any(isinstance(s, Save) and s.estimated for s in self._saved.values())
+
+    def lines(self, limit: int | None = None) -> list[str]:
+        """The header and the newest `limit` rows (all by default)."""
         room = max(10, self.size.width - 29)
         out = [f"{'STEP':<6} {'STARTED':<10} {'SECONDS':>8}  PATH"]
-        for ckpt in self.checkpoints:
+        steps = sorted(self._saved, reverse=True)[:limit]  # keys come in order: timsort is O(n)
+        for ckpt in (self._saved[s] for s in steps):
             path = shorten_path(ckpt.path, room) if ckpt.path else "(directory not known yet)"
             started = ckpt.started if isinstance(ckpt, Save) else None
             estimated = isinstance(ckpt, Save) and ckpt.estimated
@@ -96,7 +106,9 @@ class CheckpointsList(Widget):
         return ["~ estimated from old log lines"] if self._any_estimated() else []
 
     def render(self) -> Text:
-        head, *rows = self.lines()
+        head, *rows = self.lines(MAX_ROWS)  # a long job's replay: thousands of rows a repaint
+        if len(self._saved) > MAX_ROWS:
+            rows.append(f"… {len(self._saved) - MAX_ROWS:,} older saves (full view: all)")
         text = Text(head, style=self.get_component_rich_style("checkpoints--header"))
         if not rows:
             return text.append("\nnone saved yet",

@@ -230,3 +230,24 @@ async def test_long_lines_scroll_sideways_and_writes_keep_the_column(wizard_app)
         assert newest[12:30] in shown(app) and newest[:12] not in shown(app)
         send_key(app, "left")
         assert await until(lambda: log.scroll_x == 11)
+
+
+async def test_a_monitor_opened_after_a_long_burst_replays_only_the_newest_lines(wizard_app):
+    """The log topic keeps lines, not batches (issue 13: 2,000 batches of a burst held all of
+    a million lines): a Monitor built later gets the newest 10,000 and ends on the last one."""
+    from rltui.app import LOG_REPLAY_LINES
+
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        feed = Feed(app, tick=1.0)  # 20,000-line batches, published by hand
+        for _ in range(3):
+            feed.publish()
+        history = app.bus.log_lines.history
+        assert sum(map(len, history)) <= LOG_REPLAY_LINES
+        assert history[-1][-1] == feed.newest
+        await open_monitor(app, pilot)
+        log = app.screen.query_one(BoundedLog)
+        await settle(pilot, log, feed.newest)
+        assert log.lines[-1] == clean(feed.newest)
+        assert log.following
+        assert not any(clean(nemo_line(0)) == line for line in log.lines)  # the first burst left

@@ -1,0 +1,272 @@
+"""The log pane under a burst: 1,000,000 NeMo-RL lines at 20,000 lines/s into the real app.
+
+The real wizard (`rltui --sandbox`, a sandbox in a temp folder) runs in tmux (120x40) in a
+process of its own, started as `log_pane.py --app`: the one difference from `rltui --sandbox`
+is the log follower. `Session.follow_logs(on_text)` is the seam: the app's `follow_logs`
+worker (rltui/app.py) hands it `on_text`, and the real follower (plan/jobs.py ->
+cloud/rayjobs.py `RayJobs.follow`) calls `on_text` once per message of Ray's tail WebSocket.
+Here a feeder calls the same `on_text` with the same chunking: Ray's dashboard sends a job's
+log in chunks of at most 10 lines or 20,000 characters (ray/dashboard/modules/job/utils.py
+`file_tail_iterator`, MAX_CHUNK_LINE_LENGTH / MAX_CHUNK_CHAR_LENGTH, Ray 2.x), one WebSocket
+message each (job_head.py `tail_job_logs`). Everything after `on_text` (the parser, the run
+tracker, the message bus, the Monitor screen, the pane) is the app's own. Before the first
+line the feeder imports what the real follower loads for its clients
+(`rayjobs.CLIENT_MODULES` and the Kubernetes client of the dashboard's port-forward), so the
+figure counts them. Ray's real tail cannot deliver this rate, hence the seam.
+
+The lines come from tests/data/make_noisy_log.py's generator (NeMo-RL v0.4.0 GRPO output as
+`ray job submit` tails it), run for as many steps as fill 1,000,000 lines. The generator's own
+record of each step (loss, reward, step time, save time, validation accuracy) is the truth:
+the app's published step records must hold every step with the same values ("kept up").
+
+Figures: peak RSS of the app's process (VmHWM, /proc/PID/status), goal <= 120 MB; and the
+time from a key sent with `tmux send-keys` to its effect in `tmux capture-pane`, polled every
+~2 ms, goal p95 <= 30 ms. The keys: PageUp (the pane pauses: its bar shows "paused") and End
+(it follows again: "following"), alternated during the feed.
+
+    .venv/bin/python bench/log_pane.py [--lines 1000000] [--rate 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WIDTH, HEIGHT = 120, 40
+CHUNK_LINES = 10  # Ray's file_tail_iterator: at most 10 lines per WebSocket message
+KEY_TIMEOUT_S = 5.0
+TICK_S = 0.01
+MAX_FEED_S = 600.0  # 12x the 50 s asked: the bench ends within 15 minutes
+SOCKET = f"rltui-bench-logpane-{os.getpid()}"
+FIELDS = ("loss", "avg_reward", "step_time_s", "checkpoint_s", "val_accuracy")
+
+
+# ------------------------------------------------------------------ the input and its truth
+def _digest(values: Any) -> int:
+    """A step's values in 4 bytes, the same in both processes (hash(None) is not, on 3.11)."""
+    return zlib.crc32(repr(tuple(values)).encode())
+
+
+def make_log(path: Path, n_lines: int) -> dict[int, int]:
+    """Write n_lines of NeMo-RL output; return {step: hash of its true values}."""
+    import random
+
+    sys.path.insert(0, str(ROOT / "tests" / "data"))
+    gen = importlib.import_module("make_noisy_log")
+    gen.STEPS = steps = n_lines // 54  # about 55 lines a step; the tail is cut below
+    rng = random.Random(20250612)
+    truth: dict[str, Any] = {"steps": [], "performance": [], "checkpoints": [], "pruned": []}
+    out: list[str] = gen.preamble()
+    count = sum(c.count("\n") for c in out)
+    kept: dict[int, int] = {}
+    for s in range(1, steps + 1):
+        chunk = gen.step_lines(rng, s, truth)
+        lines = sum(c.count("\n") for c in chunk)
+        if count + lines > n_lines - 1:
+            break
+        out += chunk
+        count += lines
+        t = truth["steps"][-1]
+        kept[s] = _digest(t[f] for f in FIELDS)
+    out.append("Max number of steps has been reached, stopping training early\n")
+    count += 1
+    while count < n_lines:
+        out.append(gen.worker(gen.RANK0, "[Gloo] Rank 0 is connected to 63 peer ranks"))
+        count += 1
+    text = "".join(out)
+    # The step header says S = steps generated; a cut run is fine (the tracker does not care).
+    path.write_text(text, encoding="utf-8", newline="")
+    return kept
+
+
+# ------------------------------------------------------------------ the app's process
+def run_app(feed: Path, result: Path, rate: float) -> int:
+    """`rltui --sandbox` with the feeder in place of the Ray follower."""
+    from rltui import session as session_mod
+    from rltui.cli import main
+
+    async def follow_logs(self: Any, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
+        from textual._context import active_app
+
+        from rltui.cloud import rayjobs
+
+        for name in (*rayjobs.CLIENT_MODULES, "kubernetes.aio.client"):
+            importlib.import_module(name)
+        app = active_app.get()
+        seen: dict[int, int] = {}
+
+        def on_record(record: Any) -> None:
+            seen[record.global_step] = _digest(getattr(record, f) for f in FIELDS)
+
+        app.bus.step_record.subscribe(app, on_record)
+        rss_before = _status(os.getpid(), "VmRSS")
+        t0 = time.monotonic()
+        sent = 0
+        with feed.open("rb") as f:  # binary: lines end at \n only (progress bars hold \r)
+            while True:
+                # The lines due by now, at most one tick's worth: then the loop gets a turn,
+                # so a feed the app cannot keep up with shows as a rate below the one asked.
+                due = min(int((time.monotonic() - t0) * rate) - sent, int(rate * TICK_S))
+                chunks = 0
+                for _ in range(max(1, -(-due // CHUNK_LINES))):
+                    chunk = b"".join(f.readline() for _ in range(CHUNK_LINES)).decode()
+                    if not chunk:
+                        break
+                    on_text(chunk)  # what RayJobs.follow does with each tail message
+                    sent += chunk.count("\n")
+                    chunks += 1
+                if not chunks or time.monotonic() - t0 > MAX_FEED_S:
+                    break  # the end, or an app so far behind that the bench must end
+                await asyncio.sleep(max(0.0, sent / rate - (time.monotonic() - t0)))
+        feed_s = time.monotonic() - t0
+        await asyncio.sleep(1.0)  # the last flush (0.1 s) and the screens' handlers
+        loaded = sorted({m.split(".")[0] for m in sys.modules} | {".".join(m.split(".")[:3])
+                         for m in sys.modules if m.startswith("google.cloud.")})
+        result.write_text(json.dumps({  # noqa: ASYNC240 - once, at the end
+            "feed_s": feed_s, "lines": sent, "seen": seen, "modules": loaded,
+            "rss_before_mb": rss_before}))
+        return "SUCCEEDED"
+
+    session_mod.Session.follow_logs = follow_logs  # type: ignore[method-assign]
+    argv = ["--sandbox", "--env", str(ROOT / "assets" / "sandbox.env.sh")]
+    if not os.environ.get("LOG_PANE_PROFILE"):
+        return main(argv)
+    import cProfile
+
+    with cProfile.Profile() as prof:  # where the app's time goes: LOG_PANE_PROFILE=out.prof
+        code = main(argv)
+    prof.dump_stats(os.environ["LOG_PANE_PROFILE"])
+    return code
+
+
+def _status(pid: int, key: str) -> float:
+    """A /proc/PID/status figure in MB (VmRSS: now; VmHWM: the peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(key)
+
+
+# ------------------------------------------------------------------ the bench
+def _tmux(*args: str, check: bool = True) -> str:
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
+                          check=check).stdout
+
+
+def _screen() -> str:
+    return _tmux("capture-pane", "-p", "-t", "app")
+
+
+def _wait_for(pred: Callable[[str], bool], timeout_s: float, poll_s: float = 0.004) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if pred(_screen()):
+            return time.monotonic() - t0
+        time.sleep(poll_s)
+    raise TimeoutError(_screen())
+
+
+def _log_state(screen: str) -> str:
+    """The pane's bar: 'following', 'paused ...' or 'waiting ...' (JobLogPane._show_state)."""
+    for line in screen.splitlines():
+        if "Job log" in line:
+            return line
+    return ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--rate", type=float, default=20_000.0)
+    ap.add_argument("--app", nargs=2, metavar=("FEED", "RESULT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.app:
+        return run_app(Path(args.app[0]), Path(args.app[1]), args.rate)
+
+    from rltui.sandbox import manage
+
+    with tempfile.TemporaryDirectory(prefix="rltui-bench-", dir="/tmp") as tmp:
+        feed, result, sbx = Path(tmp) / "feed.log", Path(tmp) / "result.json", Path(tmp) / "sbx"
+        truth = make_log(feed, args.lines)
+        env = {**{k: v for k, v in os.environ.items() if k == "LOG_PANE_PROFILE"},
+               "RLTUI_SANDBOX_DIR": str(sbx), "XDG_STATE_HOME": f"{tmp}/state",
+               "TERM": "xterm-256color", "COLORTERM": "truecolor", "PYTHONPATH": str(ROOT)}
+        manage.start(root=sbx)
+        argv = [sys.executable, str(Path(__file__).resolve()), "--rate", str(args.rate),
+                "--app", str(feed), str(result)]
+        subprocess.run(["tmux", "-L", SOCKET, "new-session", "-d", "-s", "app", "-x", str(WIDTH),
+                        "-y", str(HEIGHT), *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                        "env", "-u", "COLUMNS", "-u", "LINES", *argv], check=True, cwd=tmp)
+        keys: dict[str, list[float]] = {"PageUp": [], "End": []}
+        try:
+            pid = int(_tmux("display-message", "-p", "-t", "app", "#{pane_pid}").strip())
+            _wait_for(lambda s: "SANDBOX" in s, 30)
+            time.sleep(3)  # the boot worker: env.sh, the endpoints, preflight, inventory
+            _tmux("send-keys", "-t", "app", "F8")
+            _wait_for(lambda s: "Job log" in s, 10)
+            _tmux("send-keys", "-t", "app", "C-p")
+            time.sleep(0.5)
+            _tmux("send-keys", "-t", "app", "-l", "follow the job")
+            time.sleep(0.5)
+            _tmux("send-keys", "-t", "app", "Enter")
+            _wait_for(lambda s: "following" in _log_state(s), 20)
+            time.sleep(1)
+            while not result.exists():
+                for key, word in (("PageUp", "paused"), ("End", "following")):
+                    t0 = time.monotonic()
+                    _tmux("send-keys", "-t", "app", key)
+                    try:
+                        _wait_for(lambda s, w=word: w in _log_state(s), KEY_TIMEOUT_S)
+                    except TimeoutError:
+                        if result.exists():
+                            break  # the feed ended: the pane is idle, no figure of the burst
+                    keys[key].append(time.monotonic() - t0)  # a timeout counts as 5 s
+                    time.sleep(0.2)
+            peak = _status(pid, "VmHWM")
+            _tmux("send-keys", "-t", "app", "C-q")  # quit as a user would (a profile is written)
+            deadline = time.monotonic() + 20
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            _tmux("kill-server", check=False)
+            manage.stop(sbx)
+        out = json.loads(result.read_text())
+    seen = {int(k): v for k, v in out["seen"].items()}
+    lost = [s for s, h in truth.items() if seen.get(s) != h]
+    print(f"fed {out['lines']:,} lines in {out['feed_s']:.1f} s "
+          f"({out['lines'] / out['feed_s']:,.0f} lines/s; asked {args.rate:,.0f})")
+    print(f"steps in the input: {len(truth):,}; published with the input's values: "
+          f"{len(truth) - len(lost):,}; lost or wrong: {len(lost)}"
+          + (f" (first {lost[:5]})" if lost else ""))
+    ms = {k: sorted(v * 1000 for v in vals) for k, vals in keys.items()}
+    every = sorted(x for v in ms.values() for x in v)
+    def p95(vals: list[float]) -> float:
+        return vals[max(0, -(-95 * len(vals) // 100) - 1)]  # nearest rank
+
+    for key, vals in ms.items():
+        print(f"{key}: n={len(vals)} p50 {statistics.median(vals):.0f} ms "
+              f"p95 {p95(vals):.0f} ms max {vals[-1]:.0f} ms")
+    print(f"RSS before the feed {out['rss_before_mb']:.0f} MB; packages loaded: "
+          + " ".join(m for m in out["modules"] if not m.startswith("_")))
+    print(f"log_pane_peak_rss_mb: {peak:.0f} (<= 120)")
+    print(f"log_pane_key_p95_ms: {p95(every):.0f} (<= 30)")
+    return 0 if not lost else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
