@@ -172,7 +172,9 @@ async def test_a_monitor_opened_late_shows_what_came_before(wizard_app):
         log = screen.query_one(BoundedLog)
         assert log.line_count == 10_000 and log.lines[-1] == "line 029999"
         assert screen.query_one(JobStrip).summary()["step"] == (5, 20)
-        assert opened_s < 3.0, f"opening took {opened_s:.1f} s"
+        # A guard against a replay that walks every event ever published, not a speed figure
+        # (2-3 s alone here; two xdist workers on two cores double it): bench/log_pane.py measures.
+        assert opened_s < 10.0, f"opening took {opened_s:.1f} s"
 
 
 async def test_pod_ages_move_with_the_clock(wizard_app):
