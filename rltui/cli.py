@@ -131,6 +131,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Every job's summary under the state folder (rltui/runs.py): no env.sh, no cloud."""
+    from . import runs
+
+    found = runs.all_runs()
+    if args.action == "compare":
+        try:
+            a, b = runs.resolve(found, args.a), runs.resolve(found, args.b)
+        except runs.UnknownRun as exc:
+            raise UsageError(f"rltui runs compare: {exc}") from None
+        print("\n".join(runs.compare_lines(a, b)))
+        return 0
+    if args.json:
+        import json
+
+        print(json.dumps([r.row() for r in found], indent=2))
+        return 0
+    print("\n".join(runs.list_lines(found)))
+    return 0
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .sandbox import manage
 
@@ -398,6 +419,15 @@ def build_parser() -> Parser:
     p = cloud("down", cmd_down, "stop the job, delete what rltui created, scan for leaks")
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
+    p = add("runs", cmd_runs, "every job's summary kept under the state folder; compare two",
+            env=False)
+    p.add_argument("--json", action="store_true",
+                   help='a JSON array of {"id", "started", "status", "steps", "final_reward", "attempts"}')
+    p.set_defaults(action="list")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    a = actions.add_parser("compare", help="reward and step time per step, A beside B")
+    a.add_argument("a", metavar="A", help="a run id (a unique prefix will do)")
+    a.add_argument("b", metavar="B", help="another run id (a unique prefix will do)")
     p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt",
             env=False)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)

@@ -17,7 +17,7 @@ from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import endpoints_for, make_runner
-from .plan.jobs import (Refused, follow_logs, job_logs, job_status, retire_jobs,
+from .plan.jobs import (Refused, follow_logs, job_logs, job_status, record_log, retire_jobs,
                         stop_jobs, submit_job)
 from .plan.view import fmt_s
 
@@ -131,7 +131,9 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
     try:
         if not follow:
             now = await job_status(ctx, job)
-            on_text(await job_logs(ctx, job))
+            text = await job_logs(ctx, job)
+            on_text(text)
+            record_log(ctx, job, text, now)   # the run's summary, as `rltui runs` lists it
             write(("" if ended["newline"] else "\n") + now + "\n")
             return 0
         final = await follow_logs(ctx, on_text, job)

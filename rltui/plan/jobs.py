@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import runs
 from ..config import RLConfig, submit_problems
 from ..envfile import write_private
 from .context import Context
@@ -62,15 +63,67 @@ def retire_jobs(ctx: Context, raycluster_state: str | None) -> bool:
     src = _jobs_file(ctx)
     if not src.exists():
         return False
-    runs = ctx.run_dir / "runs"
-    runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    runs.retire(ctx.run_dir, [j.id for j in job_records(ctx)])  # their summaries stay, ended
+    retired = ctx.run_dir / "runs"
+    retired.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    dest, n = runs / f"jobs-{stamp}.json", 1
+    dest, n = retired / f"jobs-{stamp}.json", 1
     while dest.exists():
         n += 1
-        dest = runs / f"jobs-{stamp}-{n}.json"
+        dest = retired / f"jobs-{stamp}-{n}.json"
     src.replace(dest)
     return True
+
+
+# --- run summaries (rltui/runs.py): written here, so both faces write them the same way ---
+
+def _record_for(ctx: Context, job_id: str) -> JobRecord | None:
+    """The record of the run `job_id` is (its first attempt) or belongs to (a later attempt)."""
+    for record in reversed(job_records(ctx)):
+        if job_id == record.id or (record.supervised and job_id.startswith(record.id + "-a")):
+            return record
+    return None
+
+
+def _summary_of(ctx: Context, record: JobRecord) -> runs.RunSummary:
+    return runs.read(ctx.run_dir, record.id) or runs.RunSummary(
+        id=record.id, project=ctx.cfg.project_id, cluster=ctx.cfg.cluster_name,
+        started_at=record.submitted_at, config=runs.config_of(ctx.cfg),
+        checkpoint_dir=record.checkpoint_dir, supervised=record.supervised,
+        attempts=[{"id": record.id, "reason": "submitted", "resumed_from_step": 0}])
+
+
+def remember_job(ctx: Context, record: JobRecord) -> None:
+    """After a submit: the job's record (jobs.json) and its run's first summary, PENDING."""
+    save_job_records(ctx, [*job_records(ctx), record])
+    runs.write(ctx.run_dir, _summary_of(ctx, record))
+
+
+def recorder(ctx: Context, job_id: str, status: str | None = None) -> runs.Recorder | None:
+    """A Recorder for the run `job_id` is part of, or None for a job this machine did not
+    submit (no record: its config is not known here)."""
+    record = _record_for(ctx, job_id)
+    if record is None:
+        return None
+    summary = _summary_of(ctx, record)
+    if status:
+        summary.status = status
+    return runs.Recorder(ctx.run_dir, summary)
+
+
+def record_log(ctx: Context, job_id: str | None, text: str, status: str) -> None:
+    """`rltui logs` without --follow: the whole log as read now, and the status asked now."""
+    wanted = job_id or last_job_id(ctx)
+    rec = recorder(ctx, wanted) if wanted else None
+    if rec is not None:
+        rec.feed(text)
+        rec.finish(status)
+
+
+def _attempts(run: RunState | None, job_id: str, status: str) -> list[dict[str, Any]]:
+    if run is None:
+        return [{"id": job_id, "reason": "submitted", "resumed_from_step": 0, "status": status}]
+    return [a.as_json() for a in run.attempts]
 
 
 def checkpoint_dir_for(cfg: RLConfig, jobs: list[JobRecord], resume: bool) -> tuple[str, str]:
@@ -135,8 +188,7 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Sub
                          " (from the newest checkpoint); --no-recover submits without one")
         except CloudError as exc:
             notes.append(f"the job runs WITHOUT recovery: its supervisor could not be made ({exc.message})")
-    jobs.append(JobRecord(job_id, checkpoint_dir, str(job_dir), submitted_at, supervised))
-    save_job_records(ctx, jobs)
+    remember_job(ctx, JobRecord(job_id, checkpoint_dir, str(job_dir), submitted_at, supervised))
     return Submitted(job_id, job_dir, checkpoint_dir, notes)
 
 
@@ -171,16 +223,32 @@ async def resolve_job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str
 
 async def follow_logs(ctx: Context, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
     """Stream a job's log text to `on_text` until it ends; returns its final status. A
-    supervised run is followed across its attempts until the supervisor says it is over."""
+    supervised run is followed across its attempts until the supervisor says it is over. The
+    run's summary (rltui/runs.py) is kept as the text goes by, and written at the end."""
     from ..cloud.rayjobs import RayJobs
     from .supervision import follow_run
 
     jobs_api = RayJobs(await ctx.dashboard())
     wanted = await resolve_job_id(ctx, jobs_api, job_id)
     run = await supervised_run(ctx, wanted)
-    if run is not None:
-        return await follow_run(ctx, jobs_api, run, wanted, on_text)
-    return str(await jobs_api.follow(wanted, on_text))
+    rec = recorder(ctx, wanted, run.status if run is not None else None)
+    final: str | None = None
+
+    def recorded(text: str) -> Any:
+        if rec is not None:
+            rec.feed(text)
+        return on_text(text)
+
+    try:
+        if run is not None:
+            final = await follow_run(ctx, jobs_api, run, wanted, recorded)
+            run = await supervised_run(ctx, wanted) or run  # its attempts, as they ended
+        else:
+            final = str(await jobs_api.follow(wanted, recorded))
+        return final
+    finally:  # also when interrupted: the steps seen so far are kept
+        if rec is not None:
+            rec.finish(final, _attempts(run, wanted, final) if final else None)
 
 
 async def job_logs(ctx: Context, job_id: str | None = None) -> str:

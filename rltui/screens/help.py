@@ -38,6 +38,7 @@ KEYS = [
     ("d", "pods table: describe the pod (conditions, events)"),
     ("ctrl+d (pods)", "Monitor: delete the selected pod, after y in the confirmation (n keeps it)"),
     ("v", "Metrics, below 100x32: the next chart (write, read, reward, step time)"),
+    ("p", "Metrics: overlay the previous run's reward curve (`rltui runs`); p again hides it"),
     ("tab", "the next pane (ctrl+o and ctrl+y act on the focused one)"),
     ("c / w", "Start: go to Configure / resume watching an existing deployment"),
 ]

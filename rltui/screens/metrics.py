@@ -25,6 +25,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.events import Resize
 from textual.widgets import Static
 
+from .. import runs
 from ..joblog import TrainingStep
 from ..saves import Save, merge
 from ..widgets.charts import (Chart, ChartSpec, Series, Span, bar, downsample, fit_labels,
@@ -37,6 +38,9 @@ WAITING = "Waiting for the first Monitoring points: Lustre reports once a minute
 NO_REWARD = "No GRPO step yet.\nThe reward appears as the job logs each step (Job, F7)."
 NO_STEP_TIME = "No GRPO step yet.\nStep times appear as the job logs each step's timing."
 STEP_TIME_TITLE = "Step time per step (s) · [$warning]●[/] saved a checkpoint"
+REWARD_TITLE = "Reward per step (avg reward)"
+PREVIOUS_COLOR = "secondary"   # the previous run's reward curve, under this run's (p)
+NO_PREVIOUS = "No earlier run with a reward is recorded (`rltui runs` lists the runs)"
 NO_SAVES = ["No checkpoint saved yet.", "The codelab saves every 2 steps",
             "(checkpointing.save_period=2)."]
 NO_LUSTRE = ["Waiting for the Lustre instance", "(asked on open and every minute)"]
@@ -101,11 +105,15 @@ def step_ticks(last: int) -> tuple[tuple[float, str], ...]:
     return tuple((float(s), str(s)) for s in sorted({1, *range(step, last + 1, step)}))
 
 
-def step_specs(records: list[TrainingStep], width: int) -> tuple[ChartSpec, ChartSpec]:
-    """Reward per step, and step time per step with the steps that saved marked."""
-    if not records:
+def step_specs(records: list[TrainingStep], width: int,
+               previous: list[tuple[float, float]] | None = None) -> tuple[ChartSpec, ChartSpec]:
+    """Reward per step, and step time per step with the steps that saved marked. `previous`:
+    another run's (step, reward) pairs, drawn under this run's reward (PREVIOUS_COLOR)."""
+    previous = previous or []
+    if not records and not previous:
         return ChartSpec(empty=NO_REWARD), ChartSpec(empty=NO_STEP_TIME)
-    last = max(max(r.global_step for r in records), records[-1].total_steps)
+    last = max([*(r.global_step for r in records), *(int(x) for x, _ in previous),
+                records[-1].total_steps if records else 1])
     xlim, xticks = (0.5, last + 0.5), step_ticks(last)
     rewarded = [(float(r.global_step), r.avg_reward) for r in records if r.avg_reward is not None]
     timed = [r for r in records if r.step_time_s is not None]
@@ -114,20 +122,27 @@ def step_specs(records: list[TrainingStep], width: int) -> tuple[ChartSpec, Char
                     tuple(r.step_time_s for r in saved), "warning", "scatter"),) if saved else ()
 
     def spec(pairs: list[tuple[float, float]], extra: tuple[Series, ...], color: str,
-             signed: bool) -> ChartSpec:
-        if not pairs:
+             signed: bool, under: list[tuple[float, float]] | None = None) -> ChartSpec:
+        if not pairs and not under:
             return ChartSpec(empty="Waiting for the first step to finish")
-        xs, ys = downsample([x for x, _ in pairs], [y for _, y in pairs], max(2 * width, 16),
-                            pick=lambda v: sum(v) / len(v))
-        lo, hi = min(ys), max(ys)
+        pick = lambda v: sum(v) / len(v)  # noqa: E731 - the mean of a bucket
+        drawn: list[Series] = []
+        for points, hue in ((under or [], PREVIOUS_COLOR), (pairs, color)):
+            if points:
+                xs, ys = downsample([x for x, _ in points], [y for _, y in points],
+                                    max(2 * width, 16), pick=pick)
+                drawn.append(Series(xs, ys, hue))
+        every = [y for series in drawn for y in series.ys]
+        lo, hi = min(every), max(every)
         if signed and lo < 0:  # rewards may be negative: let plotext place the ticks
-            return ChartSpec((Series(xs, ys, color), *extra), xlim=xlim, xticks=xticks,
+            return ChartSpec((*drawn, *extra), xlim=xlim, xticks=xticks,
                              ylim=(lo, hi if hi > lo else lo + 1))
-        return ChartSpec((Series(xs, ys, color), *extra), xlim=xlim, xticks=xticks,
-                         yticks=nice_ticks(hi))
+        return ChartSpec((*drawn, *extra), xlim=xlim, xticks=xticks, yticks=nice_ticks(hi))
 
-    return (spec(rewarded, (), "success", True),
-            spec([(float(r.global_step), r.step_time_s) for r in timed], marks, "primary", False))
+    return (spec(rewarded, (), "success", True, previous),
+            spec([(float(r.global_step), r.step_time_s) for r in timed], marks, "primary", False)
+            if timed else ChartSpec(empty=NO_STEP_TIME if not records else
+                                    "Waiting for the first step to finish"))
 
 
 def peak_write(metrics: dict[str, Any] | None, save: Save) -> float | None:
@@ -245,7 +260,9 @@ class MetricsScreen(WizardScreen):
     TITLE = "Metrics"
     AUTO_FOCUS = "#write-chart"
     BINDINGS = [Binding("ctrl+u", "refresh_metrics", "ask again"),
-                Binding("v", "next_chart", "next chart")]
+                Binding("v", "next_chart", "next chart"),
+                Binding("p", "previous_run", "previous run",
+                        tooltip="Overlay the previous run's reward curve (rltui runs), again: off")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -254,6 +271,8 @@ class MetricsScreen(WizardScreen):
         self._saves: dict[int, Save] = {}
         self._records: dict[int, TrainingStep] = {}
         self.chart = "write"   # the one chart shown when the screen is compact
+        self.previous: runs.RunSummary | None = None   # the run overlaid on the reward (p)
+        self._job_id: str | None = None                # the followed job: never its own overlay
 
     def compose_body(self) -> ComposeResult:
         with Grid(id="metrics-body"):
@@ -269,7 +288,7 @@ class MetricsScreen(WizardScreen):
                   "#read-chart": "Lustre read throughput",
                   "#saves-pane": "Checkpoint saves",
                   "#lustre-pane": "Lustre instance",
-                  "#reward-chart": "Reward per step (avg reward)",
+                  "#reward-chart": REWARD_TITLE,
                   "#step-time-chart": STEP_TIME_TITLE}
         for selector, title in titles.items():
             self.query_one(selector).border_title = title
@@ -289,7 +308,29 @@ class MetricsScreen(WizardScreen):
 
     def system_commands(self) -> list[SystemCommand]:
         return [SystemCommand("Metrics: next chart", "Show the next chart when only one fits (v)",
-                              self.action_next_chart)]
+                              self.action_next_chart),
+                SystemCommand("Metrics: overlay the previous run",
+                              "The previous run's reward curve under this one's (p)",
+                              self.action_previous_run)]
+
+    def action_previous_run(self) -> None:
+        """Toggle the previous run's reward curve: the newest recorded run with a reward that is
+        not the followed job (rltui/runs.py reads the summaries under the state folder)."""
+        if self.previous is not None:
+            self.previous = None
+        else:
+            self.previous = runs.previous(runs.all_runs(), self._job_id)
+            if self.previous is None:
+                self.notify(NO_PREVIOUS, severity="warning")
+                return
+        reward = self.query_one("#reward-chart", Chart)
+        reward.border_title = REWARD_TITLE if self.previous is None else (
+            f"Reward per step · [${PREVIOUS_COLOR}]━[/] previous run"
+            f" {time.strftime('%m-%d %H:%M', time.localtime(self.previous.started_at))}")
+        if self.compact and self.previous is not None and self.chart != "reward":
+            self.chart = "reward"   # one chart fits: show the one the key changed
+            self._layout(self.size.width, self.size.height)
+        self._draw_steps()
 
     def action_refresh_metrics(self) -> None:
         if self.wizard.session is None:
@@ -341,12 +382,15 @@ class MetricsScreen(WizardScreen):
         self._draw_lustre()
 
     def _on_job_status(self, status: dict[str, Any]) -> None:
+        # A reset names the new job, or none after a teardown (then no run is the current one).
+        self._job_id = status.get("id") if status.get("reset") else status.get("id") or self._job_id
         if status.get("reset"):  # a new job, or none after teardown: nothing of the old one
             self._saves, self._records = {}, {}
             self._redraw_all()
             for name in ("reward", "step-time"):
                 self.query_one(f"#{name}-chart", Chart).show(
                     ChartSpec(empty=NO_REWARD if name == "reward" else NO_STEP_TIME))
+            self._draw_steps()   # the overlay stays, alone until a step arrives
 
     def _on_step_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record
@@ -386,10 +430,14 @@ class MetricsScreen(WizardScreen):
             lustre_lines(self._lustre, self._metrics, self._width("#lustre-pane")))
 
     def _draw_steps(self) -> None:
-        if not self._records:
+        previous = [(float(s.step), s.reward) for s in self.previous.steps
+                    if s.reward is not None] if self.previous is not None else []
+        if not self._records and not previous:
+            if self.previous is None:   # the overlay was turned off with no step of this run
+                self.query_one("#reward-chart", Chart).show(ChartSpec(empty=NO_REWARD))
             return
         records = [self._records[k] for k in sorted(self._records)]
-        reward, step_time = step_specs(records, self._width("#reward-chart"))
+        reward, step_time = step_specs(records, self._width("#reward-chart"), previous)
         self.query_one("#reward-chart", Chart).show(reward)
         self.query_one("#step-time-chart", Chart).show(step_time)
 

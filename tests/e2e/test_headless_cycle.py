@@ -264,6 +264,11 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     assert data["job"] is None
     # The deleted cluster's jobs are kept aside (runs/), not shown as the current job.
     assert list((user["home"] / "state").rglob("runs/jobs-*.json"))
+    # Its run's summary stays: `rltui runs` lists it, ended, with every step (rltui/runs.py).
+    runs = subprocess.run([sys.executable, "-m", "rltui.cli", "runs", "--json"], env=user["env"],
+                          capture_output=True, text=True, timeout=60, cwd=user["home"])
+    [run] = json.loads(runs.stdout)
+    assert (run["status"], run["steps"], run["attempts"]) == ("SUCCEEDED", 20, 1), run
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import compute_v1
 

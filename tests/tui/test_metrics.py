@@ -385,3 +385,67 @@ async def test_a_new_job_or_a_teardown_clears_the_saves(wizard_app):
         await app.switch_mode("monitor")
         await pilot.pause()
         assert app.screen.query_one(CheckpointsList).pane_text() is None
+
+
+# --- the previous run's reward under this one's (p; rltui/runs.py's summaries) -------------------
+
+def _previous_run(run_id: str = "rltui-20251001-090000-prevrn"):
+    """An earlier run's summary where `down` leaves it (written as plan/jobs.py writes one)."""
+    from rltui import runs
+    from rltui.plan.folders import run_dir
+
+    summary = runs.RunSummary(run_id, "team-rl-sandbox-42", "ray-a4-gpu-spot", 1_759_309_200.0,
+                              status="SUCCEEDED",
+                              steps=[runs.StepSummary(s, 0.05 + 0.01 * s, 50.0) for s in range(1, 21)])
+    runs.write(run_dir("team-rl-sandbox-42", "ray-a4-gpu-spot"), summary)
+    return summary
+
+
+def _previous_series(app):
+    from rltui.screens.metrics import PREVIOUS_COLOR
+
+    spec = app.screen.query_one("#reward-chart", Chart).spec
+    return [s for s in spec.series if s.color == PREVIOUS_COLOR]
+
+
+@pytest.mark.parametrize("size", [SIZE], ids=["120x40"])
+def test_metrics_previous_run_snapshot(snap_compare, wizard_app, size):
+    _previous_run()
+    app = wizard_app()
+
+    async def run_before(pilot) -> None:
+        await _show_run(app, pilot)
+        await pilot.press("p")
+        await pilot.pause(1.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+async def test_p_overlays_the_previous_runs_reward_and_p_again_hides_it(wizard_app):
+    previous = _previous_run()
+    app = wizard_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await _show_run(app, pilot)
+        assert _previous_series(app) == []
+        await pilot.press("p")
+        await pilot.pause()
+        chart = app.screen.query_one("#reward-chart", Chart)
+        assert chart.display   # at 80x24 the key shows the chart it changed
+        [under] = _previous_series(app)
+        assert list(zip(under.xs, under.ys)) == [(float(s.step), s.reward) for s in previous.steps]
+        assert len(chart.spec.series) == 2 and "previous run 10-01 09:00" in str(chart.border_title)
+        await pilot.press("p")
+        await pilot.pause()
+        assert _previous_series(app) == [] and "previous" not in str(chart.border_title)
+
+
+async def test_the_followed_job_is_never_its_own_previous_run_and_none_recorded_says_so(wizard_app):
+    _previous_run("rltui-20251201-100000-currnt")
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _show_run(app, pilot)
+        app.bus.job_status.publish({"id": "rltui-20251201-100000-currnt", "status": "RUNNING"})
+        await pilot.press("p")
+        await pilot.pause()
+        assert _previous_series(app) == []
+        assert any("No earlier run" in n.message for n in app._notifications)

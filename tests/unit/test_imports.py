@@ -7,7 +7,7 @@ import pytest
 
 HEAVY = ("textual", "grpc", "google", "kubernetes", "ray")
 PURE = ["rltui.config", "rltui.envfile", "rltui.latency", "rltui.plan", "rltui.manifests", "rltui.script", "rltui.joblog", "rltui.saves",
-        "rltui.report", "rltui.cli"]
+        "rltui.report", "rltui.cli", "rltui.runs"]
 
 
 @pytest.mark.parametrize("module", PURE)
