@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
@@ -162,10 +163,13 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
                 except ValueError:
                     problems.append(f"--quota: {item!r}: use METRIC=LIMIT, e.g."
                                     " PREEMPTIBLE_NVIDIA_B200_GPUS=16")
+            for permission in args.deny or []:
+                if not re.fullmatch(r"[a-z][A-Za-z0-9]*(\.[A-Za-z0-9]+){2}", permission):
+                    problems.append(f"--deny: {permission!r} is not a permission like lustre.instances.create")
             if problems:
                 raise UsageError("\n".join(problems))
             status = manage.start(args.speed, args.faults, args.seed, args.profile,
-                                  quotas=quotas, lustre_quota_gib=lustre_gib)
+                                  quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny)
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
                   f" Kubernetes {status.info['kube_api']}, state in {manage.sandbox_dir()}")
         elif args.action == "status":
@@ -410,6 +414,9 @@ def build_parser() -> Parser:
                    help="a regional quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16: node pools"
                         " above it fail as GKE's do, and regions.get reports it (repeatable);"
                         f" {LUSTRE_QUOTA}=GIB for Lustre capacity per zone and network")
+    a.add_argument("--deny", action="append", metavar="PERMISSION",
+                   help="a permission the caller lacks (testIamPermissions leaves it out), e.g."
+                        " lustre.instances.create (repeatable)")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")

@@ -485,8 +485,8 @@ class _Unavailable(CloudError):
 # {guestAcceleratorType, guestAcceleratorCount}} (compute_v1.types.MachineType). Sizes from
 # the machine-family pages: a4-highgpu-8g 224 vCPUs, 3,968 GB, 8 x nvidia-b200 (Compute Engine
 # "Accelerator-optimized machine family", A4); e2-standard-4 4 vCPUs, 16 GB ("General-purpose
-# machine family", E2). Which zones offer a type: every zone, unless the World carries
-# `machine_type_zones` {type: {zone, ...}} (settable from tests); an unknown type or zone is
+# machine family", E2). Which zones offer a type: every zone, unless the World's
+# `machine_type_zones` {type: {zone, ...}} says otherwise (set by tests); an unknown type or zone is
 # 404 notFound, as machineTypes.get answers for a type a zone lacks.
 
 DEFAULT_QUOTAS: dict[str, float] = {
@@ -540,7 +540,7 @@ def region_json(world: World, project: str, region: str) -> dict[str, Any]:
 
 def machine_type_json(world: World, project: str, zone: str, name: str) -> dict[str, Any]:
     spec = MACHINE_TYPES.get(name)
-    offered: dict[str, Any] = getattr(world, "machine_type_zones", None) or {}
+    offered = world.machine_type_zones
     region = zone.rsplit("-", 1)[0]
     if spec is None or zone not in _zones(region) or (name in offered and zone not in offered[name]):
         raise _NotFound(f"The resource 'projects/{project}/zones/{zone}/machineTypes/{name}' was not found")

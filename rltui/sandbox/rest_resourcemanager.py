@@ -18,7 +18,7 @@ docs.cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermiss
 permission with a wildcard is refused 400 INVALID_ARGUMENT ("Permissions with wildcards (such as '*'
 or 'storage.*') are not allowed", the same page's TestIamPermissionsRequest); the wording of that
 error is not verified. The sandbox's caller holds every permission except those in the World's
-`denied_permissions` (a set, settable from tests; no daemon flag yet). Counted as
+`denied_permissions` (`rltui sandbox start --deny PERMISSION`, the daemon's --deny). Counted as
 `cloudresourcemanager:projects.testIamPermissions`; not gated, like projects.get.
 """
 
@@ -55,8 +55,7 @@ def resourcemanager_app(world: World, *, record: Record | None = None,
         asked = (await body_of(request)).get("permissions") or []
         if not isinstance(asked, list) or any(not isinstance(p, str) or "*" in p for p in asked):
             raise InvalidArgument("Permissions with wildcards (such as '*' or 'storage.*') are not allowed.")
-        denied = set(getattr(world, "denied_permissions", ()) or ())
-        held = [p for p in asked if p not in denied]
+        held = [p for p in asked if p not in world.denied_permissions]
         return {"permissions": held} if held else {}
 
     api.route("GET", "/v1/projects/{project:[^/:]+}", "projects.get", get, gate=False)
