@@ -106,8 +106,9 @@ async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
     finally:
         await ctx.close()
     out(f"Checks for {cfg.cluster_name} in {cfg.project_id} ({endpoints.label}); nothing was created:")
+    width = min(48, max((len(c.name) for c in checks), default=0))
     for c in checks:
-        out(f"  {c.mark:<4} {c.name:<40} {c.detail}")
+        out(f"  {c.mark:<4} {c.name:<{width}}  {c.detail}")
         if c.ok is not True and c.fix:
             out(f"       fix: {c.fix}")
     failed = [c.name for c in checks if c.failed]
