@@ -64,6 +64,13 @@ STEP_PERMISSIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# A predefined role that holds each service's permissions, as the IAM pages above list them
+# (roles/lustre.admin, roles/container.admin, roles/servicenetworking.networksAdmin; GKE's page
+# names roles/iam.serviceAccountUser for actAs). Others: roles/editor.
+ROLES = {"lustre": "roles/lustre.admin", "container": "roles/container.admin",
+         "servicenetworking": "roles/servicenetworking.networksAdmin", "iam": "roles/iam.serviceAccountUser"}
+
+
 def quota_adapter(ctx: Context) -> QuotaAdapter:
     from ..cloud.quotas import QuotaAdapter
 
@@ -136,9 +143,10 @@ async def _permission_checks(ctx: Context) -> list[Check]:
     out = []
     for step, perms in STEP_PERMISSIONS.items():
         missing = [p for p in perms if p not in held]
+        roles = sorted({ROLES.get(p.split(".", 1)[0], "roles/editor") for p in missing})
         out.append(Check(f"permissions: {step}", not missing,
                          ("missing " + ", ".join(missing)) if missing else f"{len(perms)} held",
-                         "ask a project owner for a role with them (e.g. roles/editor)" if missing else ""))
+                         f"ask a project owner for {' and '.join(roles)}" if missing else ""))
     return out
 
 

@@ -82,6 +82,7 @@ async def test_a_missing_permission_names_its_step_and_the_permission(box) -> No
     got = await checks(box)
     assert got["permissions: Lustre instance"].ok is False
     assert got["permissions: Lustre instance"].detail == "missing lustre.instances.create"
+    assert got["permissions: Lustre instance"].fix == "ask a project owner for roles/lustre.admin"
     assert got["permissions: VPC peering"].ok is False
     assert got["permissions: GKE cluster (xpk)"].ok is True
 
