@@ -478,7 +478,8 @@ class _Unavailable(CloudError):
 # else DEFAULT_QUOTAS - a sandbox choice large enough for the codelab (a real new project has far
 # less GPU quota: that is not emulated). Usage: the GPUs of the World's node pools that are up,
 # counted as world_gke_pools counts them for its late quota failure; other metrics report 0.
-# Zones: three per region, "<region>-b|c|d" (a sandbox choice, as us-east1 has them).
+# Zones: "<region>-a|b|c|d|f" in every region (a sandbox choice: real regions have three or four
+# of these letters, e.g. us-east1-b|c|d, us-central1-a|b|c|f).
 #
 # MachineType: {kind compute#machineType, id, name, description, guestCpus, memoryMb, zone,
 # selfLink, isSharedCpu, maximumPersistentDisks, maximumPersistentDisksSizeGb, accelerators[]
@@ -520,7 +521,7 @@ def _gpu_usage(world: World, project: str, region: str) -> dict[str, float]:
 
 
 def _zones(region: str) -> list[str]:
-    return [f"{region}-{letter}" for letter in "bcd"]
+    return [f"{region}-{letter}" for letter in "abcdf"]
 
 
 def region_json(world: World, project: str, region: str) -> dict[str, Any]:
