@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
@@ -16,6 +17,9 @@ from typing import Any, Callable, NoReturn, Sequence
 from . import __version__
 
 EXIT_USAGE = 2
+# `sandbox start --quota` name for the Lustre capacity quota (GiB per zone and network): the metric
+# the sandbox's Lustre refusal names (rltui/sandbox/world_lustre.py).
+LUSTRE_QUOTA = "lustre.googleapis.com/capacity"
 
 
 class UsageError(Exception):
@@ -164,8 +168,15 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             if args.profile and not Path(args.profile).is_file():
                 raise UsageError(f"--profile: {args.profile}: no such file")
             quotas, problems = {}, []
+            lustre_gib = None
             for item in args.quota or []:
                 metric, _, limit = item.partition("=")
+                if metric.strip() == LUSTRE_QUOTA:
+                    if not limit.strip().isdigit():
+                        problems.append(f"--quota: {item!r}: {LUSTRE_QUOTA} takes whole GiB")
+                    else:
+                        lustre_gib = int(limit)
+                    continue
                 try:
                     quotas[metric.strip()] = float(limit)
                     if not metric.strip() or quotas[metric.strip()] < 0:
@@ -173,10 +184,13 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
                 except ValueError:
                     problems.append(f"--quota: {item!r}: use METRIC=LIMIT, e.g."
                                     " PREEMPTIBLE_NVIDIA_B200_GPUS=16")
+            for permission in args.deny or []:
+                if not re.fullmatch(r"[a-z][A-Za-z0-9]*(\.[A-Za-z0-9]+){2}", permission):
+                    problems.append(f"--deny: {permission!r} is not a permission like lustre.instances.create")
             if problems:
                 raise UsageError("\n".join(problems))
             status = manage.start(args.speed, args.faults, args.seed, args.profile,
-                                  quotas=quotas)
+                                  quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny)
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
                   f" Kubernetes {status.info['kube_api']}, state in {manage.sandbox_dir()}")
         elif args.action == "status":
@@ -272,6 +286,8 @@ def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from . import headless
 
+    if args.check:
+        return _headless(args, lambda cfg, ep: headless.check(cfg, ep, args.env))
     return _headless(args, lambda cfg, ep: headless.up(cfg, ep, yes=args.yes, verbose=args.verbose))
 
 
@@ -406,6 +422,9 @@ def build_parser() -> Parser:
     p = cloud("up", cmd_up, "create everything up to a ready RayCluster (asks first)")
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
+    p.add_argument("--check", action="store_true",
+                   help="create nothing: check quotas, permissions, names and the zone; exit 1 if the"
+                        " plan cannot run")
     p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
     p.add_argument("--resume", action="store_true",
                    help="continue the last job from its newest checkpoint")
@@ -440,7 +459,11 @@ def build_parser() -> Parser:
     a.add_argument("--profile", help="a latency profile JSON file (default: the reference one)")
     a.add_argument("--quota", action="append", metavar="METRIC=LIMIT",
                    help="a regional quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16: node pools"
-                        " above it fail as GKE's do (repeatable)")
+                        " above it fail as GKE's do, and regions.get reports it (repeatable);"
+                        f" {LUSTRE_QUOTA}=GIB for Lustre capacity per zone and network")
+    a.add_argument("--deny", action="append", metavar="PERMISSION",
+                   help="a permission the caller lacks (testIamPermissions leaves it out), e.g."
+                        " lustre.instances.create (repeatable)")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")

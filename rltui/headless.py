@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .cloud.endpoints import Endpoints
     from .plan.runner import RunEvent
 
-__all__ = ["Refused", "endpoints_for", "up", "submit", "logs", "status", "down", "EventPrinter"]
+__all__ = ["Refused", "endpoints_for", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]
 
 
 class EventPrinter:
@@ -88,6 +88,37 @@ async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
     if result.blocked:
         out(f"not started (waiting on a failure): {', '.join(result.blocked)}")
     return 1
+
+
+# --- up --check -------------------------------------------------------------------------------
+
+async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
+                out: Callable[[str], None] = print) -> int:
+    """`up --check`: every check (plan/preflight.py, plan/checks.py), one line each with its fix;
+    nothing is created or enabled. 0 when none failed (unknown ones are listed), else 1."""
+    from pathlib import Path
+
+    from .plan.preflight import preflight
+
+    ctx = Context(cfg, endpoints)
+    try:
+        checks = await preflight(Path(env_path), cfg, [], endpoints, ctx)
+    finally:
+        await ctx.close()
+    out(f"Checks for {cfg.cluster_name} in {cfg.project_id} ({endpoints.label}); nothing was created:")
+    width = min(48, max((len(c.name) for c in checks), default=0))
+    for c in checks:
+        out(f"  {c.mark:<4} {c.name:<{width}}  {c.detail}")
+        if c.ok is not True and c.fix:
+            out(f"       fix: {c.fix}")
+    failed = [c.name for c in checks if c.failed]
+    unknown = sum(c.ok is None for c in checks)
+    if failed:
+        out(f"cannot run: {len(failed)} failed ({'; '.join(failed)})")
+        return 1
+    out(f"can run: {len(checks) - unknown} passed" + (f", {unknown} unknown until `up` enables"
+                                                       " what they need" if unknown else ""))
+    return 0
 
 
 # --- submit -----------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Preflight: what must hold before `up` (env.sh, gcloud's account, ADC, the tools on PATH,
-xpk's gcloud folder, the codelab's APIs). Each check passes or says its fix."""
+xpk's gcloud folder, the codelab's APIs), then what the cloud can tell before anything is
+created (quotas, permissions, names taken, the machine type: plan/checks.py). Each check passes,
+fails with its fix, or is unknown (ok None: what it needs cannot be read yet)."""
 
 from __future__ import annotations
 
@@ -20,11 +22,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Check:
-    """One preflight check: passed, or the fix."""
+    """One preflight check: passed (ok True), failed with the fix (False), or unknown (None)."""
     name: str
-    ok: bool
+    ok: bool | None
     detail: str = ""
     fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.ok is False
+
+    @property
+    def mark(self) -> str:
+        return {True: "ok", False: "FAIL", None: "??"}[self.ok]
 
 
 async def auth_checks(endpoints: Endpoints) -> list[Check]:
@@ -51,7 +61,8 @@ async def auth_checks(endpoints: Endpoints) -> list[Check]:
 
 
 async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem], endpoints: Endpoints,
-                    ctx: Context | None) -> list[Check]:
+                    ctx: Context | None, *, cloud: bool = True) -> list[Check]:
+    """The local checks, and with a context the APIs; with `cloud` also plan/checks.py's."""
     checks = [Check("env.sh", cfg is not None,
                     f"{len(problems)} problem(s)" if problems else str(env_path),
                     "fix the fields on the Configure screen" if problems else "")]
@@ -69,10 +80,18 @@ async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem
                         "" if config_dir.is_dir() else "gcloud auth application-default login (it creates the folder)"))
     if ctx is not None:
         try:
-            missing = set(APIS) - await ctx.network.enabled_apis()
-            short = sorted(api.removesuffix(".googleapis.com") for api in missing)
-            checks.append(Check("APIs enabled", not missing, ("off: " + ", ".join(short)) if short else "all four",
-                                "the Provision screen enables them" if missing else ""))
+            enabled = await ctx.network.enabled_apis()
         except Exception as exc:  # noqa: BLE001 - shown as a failed check with its reason
             checks.append(Check("project reachable", False, str(exc)[:200], "gcloud auth application-default login"))
+            return checks
+        missing = set(APIS) - enabled
+        short = sorted(api.removesuffix(".googleapis.com") for api in missing)
+        # Off is no failure: `up` (and the Provision screen) turn them on; --check never does.
+        checks.append(Check("APIs enabled", True if not missing else None,
+                            ("off: " + ", ".join(short)) if short else "all four",
+                            "up enables them (the Provision screen too)" if missing else ""))
+        if cloud:
+            from .checks import cloud_checks
+
+            checks += await cloud_checks(ctx, enabled)
     return checks

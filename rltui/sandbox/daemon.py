@@ -94,7 +94,8 @@ def _loopback_socket() -> socket.socket:
 
 
 async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
-                lustre_quota_gib: int | None = None, quotas: dict[str, float] | None = None) -> None:
+                lustre_quota_gib: int | None = None, quotas: dict[str, float] | None = None,
+                denied: list[str] | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -130,6 +131,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     world = World(root / "cloud", clock, faults, record=record)
     world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
     world.quotas.update(quotas or {})  # regional Compute Engine quota limits, e.g. GPUs
+    world.denied_permissions.update(denied or ())  # permissions the caller lacks (testIamPermissions)
     store = KubeStore(root / "kube", faults)
 
     # Lustre throughput is measured on each ACTIVE instance's folder, sampled every 60 reference
@@ -311,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="Lustre capacity quota per zone and network: creates above it fail late")
     p.add_argument("--quota", action="append", default=[], metavar="METRIC=LIMIT",
                    help="a regional Compute Engine quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16")
+    p.add_argument("--deny", action="append", default=[], metavar="PERMISSION",
+                   help="a permission the caller lacks, e.g. lustre.instances.create")
     args = p.parse_args(argv)
     quotas = {}
     for item in args.quota:
@@ -320,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib,
-                      quotas))
+                      quotas, args.deny))
     return 0
 
 

@@ -98,8 +98,11 @@ def _answers(info: dict[str, Any]) -> bool:
 
 def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path | None = None,
           root: Path | None = None, timeout: float = START_TIMEOUT_S,
-          quotas: dict[str, float] | None = None, lustre_quota_gib: int | None = None) -> Status:
-    """Start the daemon (or return the running one) once all its endpoints answer."""
+          quotas: dict[str, float] | None = None, lustre_quota_gib: int | None = None,
+          denied: list[str] | None = None) -> Status:
+    """Start the daemon (or return the running one) once all its endpoints answer. `quotas`:
+    regional Compute Engine limits by metric; `lustre_quota_gib`: Lustre capacity per zone and
+    network; `denied`: permissions the caller lacks (a running daemon keeps its own)."""
     root = root or sandbox_dir()
     running = read_status(root)
     if running:
@@ -119,6 +122,8 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
         argv += ["--quota", f"{metric}={limit}"]
     if lustre_quota_gib is not None:
         argv += ["--lustre-quota-gib", str(lustre_quota_gib)]
+    for permission in denied or ():
+        argv += ["--deny", permission]
     log = open(root / LOG_FILE, "ab")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

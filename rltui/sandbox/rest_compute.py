@@ -42,6 +42,8 @@ compute.googleapis.com. A caller of a local endpoint must hand it one that point
 
 Every call is counted in the record as `compute:<resource>.<method>` (e.g.
 `compute:globalAddresses.insert`), and each Operation is recorded as compute.<collection>.<verb>.
+regions.get and machineTypes.get (read-only, for `rltui up --check`): see the comment above
+DEFAULT_QUOTAS.
 """
 
 from __future__ import annotations
@@ -424,6 +426,17 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
     route("GET", "/global/firewalls/{firewall}", "firewalls.get", firewalls_get)
     route("DELETE", "/global/firewalls/{firewall}", "firewalls.delete", firewalls_delete)
 
+    # -- regions and machine types (read by `rltui up --check`: rltui/plan/checks.py)
+    async def regions_get(request: web.Request, project: str) -> web.Response:
+        return web.json_response(region_json(world, project, request.match_info["region"]))
+
+    async def machine_types_get(request: web.Request, project: str) -> web.Response:
+        m = request.match_info
+        return web.json_response(machine_type_json(world, project, m["zone"], m["machineType"]))
+
+    route("GET", "/regions/{region}", "regions.get", regions_get)
+    route("GET", "/zones/{zone}/machineTypes/{machineType}", "machineTypes.get", machine_types_get)
+
     # -- operations
     wait_s = min(120.0, 120.0 / speed)  # "the default deadline (2 minutes)", in profile minutes
 
@@ -451,6 +464,92 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
 class _Unavailable(CloudError):
     code = "UNAVAILABLE"
+
+
+# ---- regions.get and machineTypes.get -------------------------------------------------------------------
+#
+# Region: {kind compute#region, id, creationTimestamp, name, description, status UP|DOWN, zones[]
+# (URLs), quotas[] {metric, limit, usage} (doubles), selfLink, supportsPzs} - the compute.v1
+# Region and Quota schemas (google-cloud-compute 1.57 compute_v1.types.Region / Quota; the REST
+# reference docs.cloud.google.com/compute/docs/reference/rest/v1/regions/get; a gcloud dump of a
+# real region's quotas in that shape: pastebin.com/9MY1rdpX). Quota.metric is a string: GPU
+# metrics newer than the library's enum (PREEMPTIBLE_NVIDIA_B200_GPUS) parse unchanged.
+# The sandbox's limits: World.quotas where set (`rltui sandbox start --quota METRIC=LIMIT`),
+# else DEFAULT_QUOTAS - a sandbox choice large enough for the codelab (a real new project has far
+# less GPU quota: that is not emulated). Usage: the GPUs of the World's node pools that are up,
+# counted as world_gke_pools counts them for its late quota failure; other metrics report 0.
+# Zones: "<region>-a|b|c|d|f" in every region (a sandbox choice: real regions have three or four
+# of these letters, e.g. us-east1-b|c|d, us-central1-a|b|c|f).
+#
+# MachineType: {kind compute#machineType, id, name, description, guestCpus, memoryMb, zone,
+# selfLink, isSharedCpu, maximumPersistentDisks, maximumPersistentDisksSizeGb, accelerators[]
+# {guestAcceleratorType, guestAcceleratorCount}} (compute_v1.types.MachineType). Sizes from
+# the machine-family pages: a4-highgpu-8g 224 vCPUs, 3,968 GB, 8 x nvidia-b200 (Compute Engine
+# "Accelerator-optimized machine family", A4); e2-standard-4 4 vCPUs, 16 GB ("General-purpose
+# machine family", E2). Which zones offer a type: every zone, unless the World's
+# `machine_type_zones` {type: {zone, ...}} says otherwise (set by tests); an unknown type or zone is
+# 404 notFound, as machineTypes.get answers for a type a zone lacks.
+
+DEFAULT_QUOTAS: dict[str, float] = {
+    "CPUS": 5000.0, "PREEMPTIBLE_CPUS": 0.0, "E2_CPUS": 5000.0, "IN_USE_ADDRESSES": 200.0,
+    "INTERNAL_ADDRESSES": 200.0, "NVIDIA_B200_GPUS": 0.0, "PREEMPTIBLE_NVIDIA_B200_GPUS": 128.0,
+}
+MACHINE_TYPES: dict[str, dict[str, Any]] = {
+    "a4-highgpu-8g": {"guestCpus": 224, "memoryMb": 3968 * 1024, "description": "224 vCPUs, 3968 GB RAM",
+                      "accelerators": [{"guestAcceleratorType": "nvidia-b200", "guestAcceleratorCount": 8}]},
+    "e2-standard-4": {"guestCpus": 4, "memoryMb": 16384, "description": "Efficient Instance, 4 vCPUs, 16 GB RAM"},
+}
+
+
+class _NotFound(CloudError):
+    code = "NOT_FOUND"
+
+
+def _gpu_usage(world: World, project: str, region: str) -> dict[str, float]:
+    from rltui.sandbox.world_gke_pools import _POOL_UP, _pool_gpus, gpu_quota_metric
+    from rltui.sandbox.world_model import region_of
+
+    used: dict[str, float] = {}
+    for cluster in world.list_clusters(project, "-"):
+        if region_of(cluster.location) != region:
+            continue
+        for np in cluster.node_pools:
+            metric = gpu_quota_metric(np)
+            if metric and np.status in _POOL_UP:
+                used[metric] = used.get(metric, 0.0) + _pool_gpus(np)
+    return used
+
+
+def _zones(region: str) -> list[str]:
+    return [f"{region}-{letter}" for letter in "abcdf"]
+
+
+def region_json(world: World, project: str, region: str) -> dict[str, Any]:
+    if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+", region):
+        raise _NotFound(f"The resource 'projects/{project}/regions/{region}' was not found")
+    limits = {**DEFAULT_QUOTAS, **{k: float(v) for k, v in world.quotas.items()}}
+    used = _gpu_usage(world, project, region)
+    return {
+        "kind": "compute#region", "id": _id("region", region), "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+        "name": region, "description": region, "status": "UP",
+        "zones": [_url(f"projects/{project}/zones/{z}") for z in _zones(region)],
+        "quotas": [{"metric": metric, "limit": limit, "usage": used.get(metric, 0.0)}
+                   for metric, limit in sorted(limits.items())],
+        "selfLink": _url(f"projects/{project}/regions/{region}"), "supportsPzs": False,
+    }
+
+
+def machine_type_json(world: World, project: str, zone: str, name: str) -> dict[str, Any]:
+    spec = MACHINE_TYPES.get(name)
+    offered = world.machine_type_zones
+    region = zone.rsplit("-", 1)[0]
+    if spec is None or zone not in _zones(region) or (name in offered and zone not in offered[name]):
+        raise _NotFound(f"The resource 'projects/{project}/zones/{zone}/machineTypes/{name}' was not found")
+    body = {"kind": "compute#machineType", "id": _id("machineType", zone, name), "name": name,
+            "zone": zone, "selfLink": _url(f"projects/{project}/zones/{zone}/machineTypes/{name}"),
+            "isSharedCpu": False, "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
+            "creationTimestamp": "1969-12-31T16:00:00.000-08:00", **spec}
+    return body
 
 
 def sandbox_compute_clients(endpoint: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The sandbox's Cloud Resource Manager REST API v1: projects.get only - what `gcloud services
+"""The sandbox's Cloud Resource Manager REST API v1: projects.get - what `gcloud services
 vpc-peerings list|connect` (and others) ask first, for the project NUMBER (FACTS.md, "the real
 gcloud on these machines").
 
@@ -9,6 +9,17 @@ World makes one on first use), and its number is world_model.project_number. A p
 in the path is resolved to its ID when the World knows it. Not gated: whether projects.get
 needs cloudresourcemanager.googleapis.com enabled in the caller's quota project is not verified
 (gcloud sends no quota project by default). Counted as `cloudresourcemanager:projects.get`.
+
+projects.testIamPermissions (what `rltui up --check` asks): `POST v1/projects/{resource}:testIamPermissions`
+with `{"permissions": [string]}`, answering `{"permissions": [the subset the caller holds]}` - the
+field is omitted when that subset is empty (proto3 JSON leaves out an empty repeated field). "There
+are no permissions required for making this API call." (Resource Manager REST reference,
+docs.cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermissions). A
+permission with a wildcard is refused 400 INVALID_ARGUMENT ("Permissions with wildcards (such as '*'
+or 'storage.*') are not allowed", the same page's TestIamPermissionsRequest); the wording of that
+error is not verified. The sandbox's caller holds every permission except those in the World's
+`denied_permissions` (`rltui sandbox start --deny PERMISSION`, the daemon's --deny). Counted as
+`cloudresourcemanager:projects.testIamPermissions`; not gated, like projects.get.
 """
 
 from __future__ import annotations
@@ -18,8 +29,9 @@ from typing import Any
 from aiohttp import web
 
 from rltui.sandbox.faults import Faults
+from rltui.sandbox.grpc_util import InvalidArgument
 from rltui.sandbox.record import Record
-from rltui.sandbox.rest_util import RestApi
+from rltui.sandbox.rest_util import RestApi, body_of
 from rltui.sandbox.world import World, project_number
 
 __all__ = ["resourcemanager_app", "project_json"]
@@ -39,5 +51,14 @@ def resourcemanager_app(world: World, *, record: Record | None = None,
     async def get(request: web.Request, m: dict[str, str]) -> Any:
         return project_json(m["project"])
 
+    async def test_permissions(request: web.Request, m: dict[str, str]) -> Any:
+        asked = (await body_of(request)).get("permissions") or []
+        if not isinstance(asked, list) or any(not isinstance(p, str) or "*" in p for p in asked):
+            raise InvalidArgument("Permissions with wildcards (such as '*' or 'storage.*') are not allowed.")
+        held = [p for p in asked if p not in world.denied_permissions]
+        return {"permissions": held} if held else {}
+
     api.route("GET", "/v1/projects/{project:[^/:]+}", "projects.get", get, gate=False)
+    api.route("POST", "/v1/projects/{project:[^/:]+}:testIamPermissions", "projects.testIamPermissions",
+              test_permissions, gate=False)
     return api.app

@@ -102,6 +102,10 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
         # Regional quota limits by Compute Engine metric (e.g. "NVIDIA_B200_GPUS",
         # "PREEMPTIBLE_NVIDIA_B200_GPUS"), applied in every region; absent = unlimited.
         self.quotas: dict[str, float] = {}
+        # What the caller lacks (Resource Manager testIamPermissions; the daemon's --deny) and which
+        # zones offer a machine type (compute machineTypes.get; absent: every zone).
+        self.denied_permissions: set[str] = set()
+        self.machine_type_zones: dict[str, set[str]] = {}
         # Where every GKE cluster's Kubernetes API answers and the CA it presents (base64 PEM):
         # set by the daemon once its HTTPS site is bound; see GkeClusterMixin.cluster_api.
         self.kube_endpoint = "127.0.0.1"

@@ -150,9 +150,12 @@ class StartScreen(WizardScreen):
         if self._checks is None:
             body = Text("Waiting for the checks… (ctrl+u runs them again)", style="dim")
         else:
-            passed = sum(c.ok for c in self._checks)
-            title.append(f"  {passed} of {len(self._checks)} pass", style="bold" if
-                         passed == len(self._checks) else "bold red")
+            passed = sum(c.ok is True for c in self._checks)
+            failed = sum(c.ok is False for c in self._checks)
+            title.append(f"  {passed} of {len(self._checks)} pass", style="bold red" if failed else "bold")
+            unknown = len(self._checks) - passed - failed
+            if unknown:
+                title.append(f", {unknown} unknown", style="yellow")
             body = checks_table(self._checks)
         if self._checking:
             title.append("  checking…", style="dim")
@@ -221,13 +224,15 @@ class StartScreen(WizardScreen):
 
 
 def checks_table(checks: Sequence[Check]) -> Table:
-    """One row per check: ✓ or ✗, its name, what was found, and the fix when it failed."""
+    """One row per check: ✓, ✗ or ? (unknown: what it needs cannot be read yet, e.g. its API is
+    off), its name, what was found, and the fix when it did not pass."""
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
     table.add_column(width=1, no_wrap=True)
     table.add_column(max_width=34)   # as wide as the longest name, so 80 columns keep the fix
     table.add_column(ratio=1)
     for check in checks:
-        icon = Text("✓", style="bold green") if check.ok else Text("✗", style="bold red")
+        icon = (Text("✓", style="bold green") if check.ok else Text("✗", style="bold red")
+                if check.ok is False else Text("?", style="bold yellow"))
         text = Text(check.detail, style="dim" if check.ok else "")
         if not check.ok and check.fix:
             text.append("\n" if check.detail else "").append("fix: ", style="bold yellow")

@@ -1,0 +1,86 @@
+"""Issue 14's done-when: in the sandbox, `rltui up --check` exits 0 on a fresh project and exits 1
+naming the quota when the sandbox was started with the Spot B200 GPU quota at 0, with no resource
+created either way (the sandbox's own record says so, not rltui).
+
+One private sandbox (rltui.sandbox.manage, started with the quota at 0, stopped at the end), one
+project per case: a fresh one (every codelab API off: the quota is unknown, not failed, and
+nothing is enabled), and one where the user has turned Compute Engine on (then regions.get
+reports the quota and the check fails naming PREEMPTIBLE_NVIDIA_B200_GPUS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from rltui.sandbox import manage
+from tests.headless_user import User, make_user, record
+
+pytestmark = pytest.mark.slow
+GPU_METRIC = "PREEMPTIBLE_NVIDIA_B200_GPUS"
+WRITES = (".insert", ".create", "Create", ".delete", "Delete", ".enable", "Enable", ".update", "Update",
+          "addPeering", "connections.create", "setLabels", "SetLabels")
+
+
+@pytest.fixture(scope="module")
+def quota_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("sandbox-quota0")
+    status = manage.start(speed=300.0, root=root, quotas={GPU_METRIC: 0.0})
+    try:
+        yield root, status.info
+    finally:
+        manage.stop(root)
+
+
+def _writes(rec: dict[str, Any]) -> dict[str, int]:
+    return {k: v for k, v in rec["calls"].items() if any(w in k for w in WRITES)}
+
+
+def _check(user: User) -> tuple[int, str, dict[str, Any], dict[str, Any]]:
+    before = record(user.status)
+    out = user.run("up", "--check", timeout=120)
+    after = record(user.status)
+    return out.returncode, out.stdout + out.stderr, before, after
+
+
+def test_fresh_project_can_run_and_nothing_is_created(quota_sandbox, tmp_path):
+    root, status = quota_sandbox
+    user = make_user(tmp_path / "fresh", "check-fresh", root, status)
+    code, text, before, after = _check(user)
+    assert code == 0, text
+    assert "nothing was created" in text and "can run:" in text
+    # The APIs are off, so the quota cannot be read: unknown (??), never a failure, never enabled.
+    assert f"??   Spot GPU quota ({GPU_METRIC})" in text, text
+    assert "compute API is off" in text
+    assert after["operations"] == before["operations"], "up --check ran an operation"
+    assert _writes(after) == _writes(before), "up --check called a method that writes"
+    # It did ask the cloud: the permissions, and the APIs' state.
+    assert after["calls"].get("cloudresourcemanager:projects.testIamPermissions", 0) > \
+        before["calls"].get("cloudresourcemanager:projects.testIamPermissions", 0)
+
+
+def test_gpu_quota_at_zero_exits_1_naming_it(quota_sandbox, tmp_path):
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.cloud.network import NetworkAdapter
+
+    root, status = quota_sandbox
+    user = make_user(tmp_path / "quota0", "check-quota0", root, status)
+
+    async def enable_compute() -> None:   # the user's own `gcloud services enable compute...`
+        await NetworkAdapter(Endpoints.sandbox(status), user.project).enable_apis(["compute.googleapis.com"])
+
+    asyncio.run(enable_compute())
+    code, text, before, after = _check(user)
+    assert code == 1, text
+    assert f"FAIL Spot GPU quota ({GPU_METRIC})" in text, text
+    assert "64 needed, 0 free of 0 in us-east1" in text
+    assert f"fix: request more {GPU_METRIC} quota in us-east1" in text
+    assert "cannot run: 1 failed" in text
+    # The zone offers the machine once compute can say so, and the names are free.
+    assert "ok   a4-highgpu-8g in us-east1-b" in text
+    assert after["operations"] == before["operations"], "up --check ran an operation"
+    assert _writes(after) == _writes(before), "up --check called a method that writes"
+    assert "Traceback" not in text

@@ -1,0 +1,153 @@
+"""plan/checks.py against the sandbox's parts in-process (tests/harness.py): a World, its Compute
+routes, its REST APIs (Resource Manager's testIamPermissions) and its gRPC services (GKE, Lustre,
+Service Usage), reached by rltui's own adapters and the official clients, with an ADC file whose
+token the sandbox's token endpoint issues. What a user would see on `up --check`: a permission
+they lack names its step and the permission; a zone without the machine type fails with the fix;
+a name taken by something rltui did not make fails, rltui's own passes; a quota with room passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from rltui.cloud.endpoints import Endpoints
+from rltui.config import parse_config
+from rltui.envfile import EnvFile
+from rltui.plan.checks import cloud_checks
+from rltui.plan.context import Context
+from rltui.plan.preflight import Check
+from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
+from rltui.sandbox.kube.tls import ensure_tls
+from rltui.sandbox.rest_compute import add_compute_routes
+from rltui.sandbox.services import CODELAB_APIS
+from tests import harness
+
+DATA = Path(__file__).parent.parent / "data"
+PROJECT = "checks-project"
+
+
+@pytest.fixture(scope="module")
+def tls_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_tls(tmp_path_factory.mktemp("tls")).folder
+
+
+@pytest.fixture
+async def box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]:
+    async with AsyncExitStack() as stack:
+        enter = stack.enter_async_context
+        world = await enter(harness.world(tmp_path / "state"))
+        issuer = TokenIssuer.load(tls_folder)
+        app = web.Application()
+        add_compute_routes(app, world)
+        add_token_route(app, issuer)
+        url = (await enter(harness.serve_app(app))).url
+        adc = write_adc(tmp_path / "adc.json", f"{url}/token", issuer)
+        rest = await enter(harness.rest_sites(world))
+        grpc_target = await enter(harness.grpc_server(world, ("lustre", "container", "serviceusage")))
+        endpoints = Endpoints(label="SANDBOX", grpc_target=grpc_target, compute_url=url, adc_file=adc, rest=rest)
+        env = (DATA / "env" / "devrel-demos.env.sh").read_text().replace(
+            'PROJECT_ID="', f'PROJECT_ID="{PROJECT}" # was: "', 1)
+        (tmp_path / "env.sh").write_text(env)
+        cfg = parse_config(EnvFile.read(tmp_path / "env.sh").values())
+        ctx = Context(cfg, endpoints, root=tmp_path / "rltui-state")
+        try:
+            yield {"world": world, "ctx": ctx}
+        finally:
+            await ctx.close()
+
+
+async def checks(box: dict[str, Any]) -> dict[str, Check]:
+    return {c.name: c for c in await cloud_checks(box["ctx"], set(CODELAB_APIS))}
+
+
+async def test_everything_passes_with_room_in_the_quota(box) -> None:
+    box["world"].quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 100.0
+    got = await checks(box)
+    gpu = got["Spot GPU quota (PREEMPTIBLE_NVIDIA_B200_GPUS)"]
+    assert gpu.ok is True and gpu.detail == "64 needed, 100 free of 100 in us-east1"
+    assert got["CPU quota (CPUS)"].ok is True
+    assert got["a4-highgpu-8g in us-east1-b"].ok is True
+    assert got["Lustre capacity quota"].ok is None      # the Cloud Quotas API: not read
+    assert not [c for c in got.values() if c.ok is False], got
+
+
+async def test_a_missing_permission_names_its_step_and_the_permission(box) -> None:
+    box["world"].denied_permissions = {"lustre.instances.create", "servicenetworking.services.addPeering"}
+    got = await checks(box)
+    assert got["permissions: Lustre instance"].ok is False
+    assert got["permissions: Lustre instance"].detail == "missing lustre.instances.create"
+    assert got["permissions: Lustre instance"].fix == "ask a project owner for roles/lustre.admin"
+    assert got["permissions: VPC peering"].ok is False
+    assert got["permissions: GKE cluster (xpk)"].ok is True
+
+
+async def test_a_zone_without_the_machine_type_fails_with_the_fix(box) -> None:
+    box["world"].machine_type_zones = {"a4-highgpu-8g": {"us-east1-c"}}
+    check = (await checks(box))["a4-highgpu-8g in us-east1-b"]
+    assert check.ok is False and "us-east1-b does not offer a4-highgpu-8g" in check.detail
+    assert "ZONE" in check.fix
+
+
+async def test_a_name_taken_by_another_fails_and_rltuis_own_passes(box) -> None:
+    from google.cloud import lustre_v1
+
+    world, cfg = box["world"], box["ctx"].cfg
+    world.create_network(PROJECT, cfg.network, auto_create_subnetworks=False)
+    world.create_lustre_instance(PROJECT, cfg.zone, cfg.lustre_instance_id, lustre_v1.Instance(
+        capacity_gib=9000, filesystem="lustre", per_unit_storage_throughput=1000,
+        network=f"projects/{PROJECT}/global/networks/default", labels={"managed-by": "rltui"}))
+    got = await checks(box)
+    net = got[f"name: VPC network {cfg.network}"]
+    assert net.ok is False and net.detail == "taken by something rltui did not make"
+    assert "NETWORK_NAME" in net.fix
+    lustre = got[f"name: Lustre instance {cfg.lustre_instance_id}"]
+    assert lustre.ok is True and "made by rltui" in lustre.detail
+    assert got[f"name: GKE cluster {cfg.cluster_name}"].ok is True
+
+
+async def test_nothing_was_created_or_enabled(box) -> None:
+    world = box["world"]
+    await checks(box)
+    await asyncio.sleep(0)
+    writes = [k for k in world.record.snapshot()["calls"]
+              if any(w in k for w in (".insert", "Create", ".delete", "Delete", "Enable", ".enable"))]
+    assert writes == []
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--deny", "not a permission"], "--deny: 'not a permission'"),
+    (["--quota", "lustre.googleapis.com/capacity=lots"], "--quota: 'lustre.googleapis.com/capacity=lots'"),
+    (["--quota", "PREEMPTIBLE_NVIDIA_B200_GPUS=-1"], "--quota: 'PREEMPTIBLE_NVIDIA_B200_GPUS=-1'"),
+])
+def test_sandbox_start_refuses_a_bad_quota_or_permission_in_one_line(args, field, tmp_path, monkeypatch,
+                                                                     capsys) -> None:
+    from rltui.cli import main
+    from rltui.sandbox import manage
+
+    monkeypatch.setenv("RLTUI_SANDBOX_DIR", str(tmp_path / "sandbox"))
+    assert main(["sandbox", "start", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(field), err
+    assert manage.read_status(tmp_path / "sandbox") is None     # nothing was started
+
+
+def test_the_start_screen_marks_unknown_checks_apart_from_failed_ones() -> None:
+    from rich.console import Console
+
+    from rltui.screens.start import checks_table
+
+    console = Console(width=100, record=True, color_system=None)
+    console.print(checks_table([
+        Check("Spot GPU quota", None, "compute API is off: known once `up` enables it"),
+        Check("name: VPC network n", False, "taken by something rltui did not make", "set NETWORK_NAME"),
+        Check("permissions: IP range", True, "2 held")]))
+    lines = console.export_text().splitlines()
+    assert lines[0].lstrip().startswith("? ") and "compute API is off" in lines[0]
+    assert lines[1].lstrip().startswith("✗ ") and "fix: set NETWORK_NAME" in lines[2]
+    assert lines[3].lstrip().startswith("✓ ")
