@@ -54,3 +54,25 @@ class ContextStep(Step):
             if loop.time() > deadline:
                 raise TransientError(f"cluster {self.cfg.cluster_name} is not running yet")
             await asyncio.sleep(fine if cluster is not None else coarse)
+
+    async def wait_cluster_idle(self, ctx: Context, out: StepOutput) -> None:
+        """Until no operation runs on the cluster (GKE runs one at a time: an upgrade of its
+        own right after a create, xpk's node pool), read from its operations list at about a
+        hundredth of GKE's upgrade, so that the next call neither waits out a long retry
+        backoff nor is refused; a minute of patience past three upgrades, then on anyway
+        (the call's own retry still waits for a busy cluster)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        upgrade = ctx.expected("gke_auto_upgrade")
+        deadline = loop.time() + 3 * upgrade + 60.0
+        interval = max(0.05, min(5.0, upgrade / 100))
+        waited = False
+        while loop.time() < deadline:
+            running = [op for op in await ctx.gke.operations() if op.status.name != "DONE"]
+            if not running:
+                return
+            if not waited:
+                out.note(f"waiting for GKE's {running[0].operation_type.name} to end")
+                waited = True
+            await asyncio.sleep(interval)

@@ -184,9 +184,9 @@ class XpkClusterStep(ContextStep):
                 # No failure in the cloud: xpk itself stopped (a crash, a lost connection).
                 # Re-running continues from what exists.
                 raise TransientError(f"xpk cluster create exited with {res.returncode}{said}")
-        if not self.labelled(await ctx.gke.get()):   # the addons step may have done it
-            out.note("labelling the cluster managed-by=rltui")
-            await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
+        await self.wait_cluster_idle(ctx, out)   # GKE's own upgrade starts as xpk exits
+        out.note("labelling the cluster managed-by=rltui")
+        await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         running = self._detached().live()
@@ -404,6 +404,8 @@ class AddonsStep(ContextStep):
         legacy = await self.legacy_port_wanted(ctx, cluster)
         enabled = ctx.gke.addons_enabled(cluster)
         if not all(enabled.values()) or ctx.gke.legacy_port(cluster) != legacy:
+            if cluster.status.name != "RUNNING":   # an operation runs (GKE's upgrade, xpk's pool)
+                await self.wait_cluster_idle(ctx, out)
             early = not gpu_pool_built(cluster, self.cfg)
             out.note("enabling RayOperator and LustreCsiDriver in one cluster update"
                      + (" (legacy Lustre port)" if legacy else "")
@@ -411,13 +413,10 @@ class AddonsStep(ContextStep):
             await ctx.gke.enable_addons(expected_s=self.expected_s, legacy_port=legacy)
         if not gpu_pool_built(cluster, self.cfg):
             cluster = await self._gpu_pool(ctx, out)
-        if not XpkClusterStep.labelled(cluster):
-            # The cluster is idle while xpk installs JobSet and Kueue: label it now, not after
-            # GKE's own upgrade that starts when xpk exits (XpkClusterStep then has nothing to do).
-            await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
         sizes = {p.name: max(1, p.initial_node_count) for p in cluster.node_pools}
         await self._gpu_nodes_registered(ctx)
         for pool in await self._stale_pools(ctx):
+            await self.wait_cluster_idle(ctx, out)
             out.note(f"recreating the nodes of {pool} so that they get the Lustre CSI driver")
             # Nodes are recreated one at a time (surge 0, unavailable 1): the profile's time is
             # per node.

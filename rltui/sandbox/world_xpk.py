@@ -48,6 +48,8 @@ def xpk_unique_name(project: str, region: str, cluster: str) -> str:
 class XpkMixin:
     """xpk's cluster create and delete (mixed into World)."""
 
+    terraform_poll_ref_s = TERRAFORM_POLL_REF_S   # tests widen it to make a race certain
+
     # ---- xpk 1.16.0 (what `xpk cluster create/delete` does on the Cluster Toolkit path) --------
     #
     # Source: AI-Hypercomputer/xpk 1.16.0 src/xpk/core/blueprint/blueprint_generator.py
@@ -115,7 +117,7 @@ class XpkMixin:
             self.create_cluster(project, region, spec, seconds=left(t_cp))
             say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creating...")
         # Terraform learns that the create is done by polling its operation (below).
-        while self._cluster(project, region, cluster).status == Status.PROVISIONING:
+        while self.get_cluster(project, region, cluster).status == Status.PROVISIONING:
             await asyncio.sleep(self._terraform_poll_s())
         say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creation complete "
             f"[id=projects/{project}/locations/{region}/clusters/{cluster}]")
@@ -160,7 +162,7 @@ class XpkMixin:
         OperationWait -> StateChangeConf{PollInterval}; services/container
         ContainerOperationWait). So gcluster's next GKE call (the GPU pool) comes up to 10 s
         after the create is DONE, and another client's call can land in that gap."""
-        return TERRAFORM_POLL_REF_S / self.clock.speed
+        return self.terraform_poll_ref_s / self.clock.speed
 
     async def xpk_cluster_delete(self, project: str, zone: str, cluster: str, *, delete_networks: bool = True,
                                  progress: Callable[[str], None] | None = None) -> None:
