@@ -7,26 +7,32 @@ Two fresh sandboxes in a temp folder, each at the reference latency profile (unt
      one finishes, one `Runner.up({step})` each, in a worker process), then the same submit and
      logs.
 Both are timed on the sandbox's reference clock: Record.ref_now's definition, (epoch - the
-record's started_at) x its speed, read from the record file the daemon writes
-(rltui/sandbox/record.py), from just before the first command to the moment the `Step 1/`
+record's started_at) x its speed, the record read from the daemon (GET
+<kube_api>/_sandbox/record, rltui/sandbox/record.py), from just before the first command to the moment the `Step 1/`
 line is read. The critical path is read from the same record: walking back from the end, the
 operation that ended last before the point reached, then the one that ended last before that
 one started, and so on; a gap between them is time no sandbox operation explains (rltui's own
 work, a pod's start, the job's start on the local Ray head).
 
-The speed keeps real-time costs (gcloud and kubectl processes, the local Ray head's ~5 s start,
-the job's upload) under 5% of the figure: at speed 20 a real second is a third of a reference
-minute, and the job's start to `Step 1/` (mostly real time) is printed so that can be checked.
+The speed: real-time costs (processes starting, gcloud calls, the local Ray head's ~5 s start,
+the job's upload and start) should stay under 5% of the figure, and both runs must end within
+15 minutes: at speed 15 (a real second is a quarter of a reference minute) both fit, and each
+run prints the share of its critical path no sandbox operation explains, an upper bound of
+those costs (it also holds the profile's pod_start and xpk's networks, not recorded as
+operations). On a busy 2-core machine that share is well above 5%: a lower --speed lowers it,
+at the price of the 15 minutes.
 
-The floor: the shortest chain the profile allows once xpk 1.16's Toolkit path has made the
-GPU pool without the Lustre CSI driver (FACTS: it ignores --enable-lustre-csi-driver; the
-blueprint's gke-cluster module has no Lustre or Ray setting: xpk 1.16.0
-core/blueprint/blueprint_generator.py generate_a4_blueprint): xpk, GKE's own upgrade after the
-create (no other cluster operation meanwhile), the addon update, the GPU nodes recreated one at
-a time, the nemo-rl image pulled on the last one, the pod start; the job's own start is added to
-it as measured.
+The floors: the shortest chains the profile allows. xpk 1.16's Toolkit path cannot make the
+cluster with the addons (FACTS: it ignores --enable-lustre-csi-driver; its a4 blueprint sets
+no Lustre or Ray option on the gke-cluster module: xpk 1.16.0 core/blueprint/
+blueprint_generator.py generate_a4_blueprint), so the update comes after the control plane:
+"addons first" when it lands before xpk's GPU pool (rltui sends it the moment the create is
+DONE; Terraform's next call comes on its next 10 s poll): control plane, update, the pool, the
+image pull, the pod start; "recreated" when it comes after the pool: xpk's whole create, GKE's
+own upgrade after it, the update, the GPU nodes recreated one at a time, the pull, the pod
+start. The job's own start to `Step 1/` is added to both as measured.
 
-    .venv/bin/python bench/time_to_training.py [--speed 20] [--only rltui|codelab]
+    .venv/bin/python bench/time_to_training.py [--speed 15] [--only rltui|codelab]
 """
 
 from __future__ import annotations
@@ -137,18 +143,22 @@ def critical_path(ops: list[dict[str, Any]], t0: float, t1: float) -> list[tuple
     return list(reversed(path))
 
 
-def floor_minutes(num_nodes: int) -> tuple[float, list[tuple[str, float]]]:
-    """The profile's shortest chain to the pods running, once the GPU pool exists without the
-    Lustre driver (see the module docstring)."""
+def floor_minutes(num_nodes: int) -> dict[str, tuple[float, list[tuple[str, float]]]]:
+    """The profile's shortest chains to the pods running (see the module docstring): the
+    addon update landing before xpk's GPU pool ("addons first"), and after it ("recreated")."""
     from rltui.latency import LatencyProfile
 
-    prof = LatencyProfile.load()
-    chain = [("enable_apis", prof.minutes("enable_apis")), ("xpk_done", prof.minutes("xpk_done")),
-             ("gke_auto_upgrade", prof.minutes("gke_auto_upgrade")),
-             ("addon_update", prof.minutes("addon_update")),
-             (f"node_pool_recreate x {num_nodes}", prof.minutes("node_pool_recreate") * num_nodes),
-             ("image_pull", prof.minutes("image_pull")), ("pod_start", prof.minutes("pod_start"))]
-    return sum(m for _, m in chain), chain
+    m = LatencyProfile.load().minutes
+    pool = m("xpk_node_pool") - m("xpk_control_plane")
+    first = [("enable_apis", m("enable_apis")), ("xpk_control_plane", m("xpk_control_plane")),
+             ("addon_update", m("addon_update")), ("GPU pool", pool),
+             ("image_pull", m("image_pull")), ("pod_start", m("pod_start"))]
+    late = [("enable_apis", m("enable_apis")), ("xpk_done", m("xpk_done")),
+            ("gke_auto_upgrade", m("gke_auto_upgrade")), ("addon_update", m("addon_update")),
+            (f"node_pool_recreate x {num_nodes}", m("node_pool_recreate") * num_nodes),
+            ("image_pull", m("image_pull")), ("pod_start", m("pod_start"))]
+    return {"addons first": (sum(v for _, v in first), first),
+            "recreated": (sum(v for _, v in late), late)}
 
 
 def measure(name: str, speed: float, drive: list[str]) -> dict[str, Any]:
@@ -205,11 +215,17 @@ def _report(m: dict[str, Any]) -> None:
     print("  critical path (reference minutes from the start):")
     for label, a, b in m["path"]:
         print(f"    {mins(a - m['t0']):>6} -> {mins(b - m['t0']):>6}  {b / 60 - a / 60:5.1f}  {label}")
+    # What no sandbox operation explains: real-time costs (processes starting, gcloud, the
+    # local Ray head, the job's start), rltui's polling, and the profile's pod_start (1 min)
+    # and xpk's first 2 minutes (its networks), which are not recorded as operations.
+    gaps = sum(b - a for label, a, b in m["path"] if label.startswith("(")) / 60
+    print(f"  not a sandbox operation: {gaps:.1f} min ({gaps / (total / 60):.0%} of the figure;"
+          " includes pod_start 1 and xpk's networks 2)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--speed", type=float, default=20.0)
+    ap.add_argument("--speed", type=float, default=15.0)
     ap.add_argument("--only", choices=("rltui", "codelab"))
     ap.add_argument("--codelab-steps", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -229,14 +245,16 @@ def main() -> int:
         runs["codelab"] = measure("the codelab's order", args.speed,
                                   [sys.executable, str(Path(__file__).resolve()), "--codelab-steps"])
         _report(runs["codelab"])
-    floor, chain = floor_minutes(num_nodes)
     job = min(m["step1"] - m["submitted"] for m in runs.values()) / 60
-    print(f"floor from the profile: {floor:.1f} min to the pods running ("
-          + " + ".join(f"{k} {v:g}" for k, v in chain) + f"), + {job:.1f} min of the job's start")
+    floors = floor_minutes(num_nodes)
+    for name, (floor, chain) in floors.items():
+        print(f"floor from the profile, {name}: {floor:.1f} min to the pods running ("
+              + " + ".join(f"{k} {v:g}" for k, v in chain) + f"), + {job:.1f} min of the job's start")
     if len(runs) < 2:
         return 0
     a, b = ((runs[k]["step1"] - runs[k]["t0"]) / 60 for k in ("rltui", "codelab"))
-    print(f"floor ratio: {(floor + job) / b:.2f}")
+    print("floor ratios: " + ", ".join(f"{name} {(f + job) / b:.2f}"
+                                       for name, (f, _) in floors.items()))
     print(f"time_to_training_ratio: {a / b:.2f} (<= {GOAL:.2f})")
     return 0
 

@@ -205,7 +205,7 @@ def test_an_addon_update_before_terraforms_next_poll_comes_before_the_gpu_pool(g
     addons on, so nothing needs recreating."""
     world = grpc_box.world
     world.gke_auto_upgrade = False
-    world.terraform_poll_ref_s = 1800.0   # 0.3 s at speed 6000: the update surely gets in first
+    world.terraform_poll_ref_s = 6000.0   # 1 s at speed 6000: the update surely gets in first
 
     async def update_when_running() -> None:
         clusters = world._project(PROJECT).clusters
