@@ -63,8 +63,10 @@ class Sandbox:
                     "XDG_STATE_HOME": str(tmp / "state"), "PYTHONPATH": str(ROOT)}
         self.speed = speed
         self._epoch: tuple[float, float] | None = None
-        subprocess.run([*RLTUI, "sandbox", "start", "--speed", f"{speed:g}"], env=self.env,
-                       check=True, capture_output=True, cwd=ROOT)
+        started = subprocess.run([*RLTUI, "sandbox", "start", "--speed", f"{speed:g}"],
+                                 env=self.env, capture_output=True, text=True, cwd=ROOT)
+        if started.returncode != 0:
+            raise RuntimeError(f"sandbox start: {started.stdout[-1000:]}{started.stderr[-2000:]}")
         status = json.loads(subprocess.run([*RLTUI, "sandbox", "status", "--json"], env=self.env,
                                            check=True, capture_output=True, text=True,
                                            cwd=ROOT).stdout)

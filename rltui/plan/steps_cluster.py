@@ -400,8 +400,13 @@ class AddonsStep(ContextStep):
             await asyncio.sleep(interval)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
+        # What the update asks is read before the create ends (the pools' versions are set at
+        # creation), so that nothing but the update itself follows the create's DONE.
+        early = await ctx.gke.get()
+        legacy = early is not None and await self.legacy_port_wanted(ctx, early)
         cluster = await self.wait_control_plane(ctx, out)
-        legacy = await self.legacy_port_wanted(ctx, cluster)
+        if early is None:
+            legacy = await self.legacy_port_wanted(ctx, cluster)
         enabled = ctx.gke.addons_enabled(cluster)
         if not all(enabled.values()) or ctx.gke.legacy_port(cluster) != legacy:
             if cluster.status.name != "RUNNING":   # an operation runs (GKE's upgrade, xpk's pool)
