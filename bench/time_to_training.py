@@ -63,8 +63,12 @@ class Sandbox:
                     "XDG_STATE_HOME": str(tmp / "state"), "PYTHONPATH": str(ROOT)}
         self.speed = speed
         self._epoch: tuple[float, float] | None = None
-        started = subprocess.run([*RLTUI, "sandbox", "start", "--speed", f"{speed:g}"],
-                                 env=self.env, capture_output=True, text=True, cwd=ROOT)
+        for _ in range(2):   # a busy machine can miss the daemon's 10 s to answer: once more
+            started = subprocess.run([*RLTUI, "sandbox", "start", "--speed", f"{speed:g}"],
+                                     env=self.env, capture_output=True, text=True, cwd=ROOT)
+            if started.returncode == 0:
+                break
+            self.stop()
         if started.returncode != 0:
             raise RuntimeError(f"sandbox start: {started.stdout[-1000:]}{started.stderr[-2000:]}")
         status = json.loads(subprocess.run([*RLTUI, "sandbox", "status", "--json"], env=self.env,
