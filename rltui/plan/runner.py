@@ -129,7 +129,7 @@ class Runner:
                  wall: Callable[[], float] = time.time) -> None:
         self._steps = {s.name: s for s in steps}
         self._order = [s.name for s in steps]
-        self._deps = {"up": {s.name: tuple(s.needs) for s in steps},
+        self._deps = {"up": {s.name: tuple(s.needs) + tuple(s.alongside) for s in steps},
                       "down": {s.name: _destroy_needs(s, steps) + tuple(s.destroy_after)
                                for s in steps}}
         # Down-mode dependencies that must settle first whatever their outcome.
@@ -320,7 +320,8 @@ class Runner:
                 self._set_state(tr, S.BLOCKED,
                                 f"blocked: {self._title(first)} {settled[bad[0]].value}")
                 return False
-            waiting = [d for d in deps if d not in settled]
+            along = tr.step.alongside if mode == "up" else ()
+            waiting = [d for d in deps if d not in settled and d not in along]
             if not waiting:
                 return True
             titles = ", ".join(self._title(self._steps[d]) for d in waiting)

@@ -129,6 +129,9 @@ class Step:
     name: str = ""                                   # stable id, e.g. "lustre_instance"
     title: str = ""                                  # "Lustre instance"
     needs: tuple[str, ...] = ()
+    # Up: steps this one runs alongside: part of its closure (up pulls them in; skipping one
+    # skips this) and a failure of one blocks it, but it starts without waiting for them.
+    alongside: tuple[str, ...] = ()
     locks: tuple[str, ...] = ()                      # e.g. ("gke:PROJECT/CLUSTER",)
     expected_s: float = 0.0                          # reference duration, real seconds
     destroy_expected_s: float | None = None          # default: expected_s

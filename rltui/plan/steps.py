@@ -1,17 +1,21 @@
 """The codelab's steps, each by its name: probe the cloud, apply, destroy.
 
-Graph (arrows: "needs"):
+Graph (arrows: "needs"; ~ "alongside": pulled into the run and blocked by its failure, not
+waited for):
 
-    enable_apis -> xpk_cluster -> addons ------------------------------+
-                |              -> credentials -> secret ---------------+-> raycluster -> dashboard
-                |                             -> pv_pvc ---------------+
-                +-> network_ready -> ip_range -> peering -> lustre_instance -> pv_pvc
+    enable_apis -> xpk_cluster
+                -> network_ready -> addons ~ xpk_cluster --------------------+
+                                 -> credentials ~ xpk_cluster -> secret -----+-> raycluster
+                                                              -> pv_pvc -----+   -> dashboard
+                                 -> ip_range -> peering -> lustre_instance -> pv_pvc
 
-The Lustre chain waits only for xpk's network, not for xpk to finish. Down runs the graph
-backwards: the GKE cluster goes through the GKE API once the Kubernetes objects are gone, while
-Lustre is deleted; only xpk's networks (network_ready's row: `xpk cluster delete`, which finds
-the cluster gone and removes the rest) wait for the peering, the range and Lustre, which would
-otherwise keep the network in use.
+The Lustre chain waits only for xpk's network, not for xpk to finish; the addons and the
+credentials wait for xpk's control plane (the addon update goes in before xpk's GPU pool, so
+its nodes need no recreation: AddonsStep). Down runs the graph backwards: the GKE cluster goes
+through the GKE API once the Kubernetes objects are gone, while Lustre is deleted; only xpk's
+networks (network_ready's row: `xpk cluster delete`, which finds the cluster gone and removes
+the rest) wait for the peering, the range and Lustre, which would otherwise keep the network
+in use.
 """
 
 from __future__ import annotations

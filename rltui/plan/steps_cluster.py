@@ -115,13 +115,7 @@ class XpkClusterStep(ContextStep):
         RECONCILING is GKE at work on a made cluster or pool ("such as upgrading the master or
         node software": google-cloud-container 2.67.0, Cluster.Status and NodePool.Status),
         e.g. the auto-upgrade right after a create: xpk's part is done, it is not run again."""
-        made = ("RUNNING", "RECONCILING")
-        gpu_pools = [p for p in cluster.node_pools
-                     if any(a.accelerator_type == self.cfg.device.accelerator
-                            for a in p.config.accelerators)]
-        return (cluster.status.name in made and bool(gpu_pools)
-                and sum(p.initial_node_count for p in gpu_pools) >= self.cfg.num_nodes
-                and all(p.status.name in made for p in gpu_pools))
+        return gpu_pool_built(cluster, self.cfg)
 
     def _detached(self) -> Detached:
         from ..cloud.detached import Detached
@@ -194,6 +188,7 @@ class XpkClusterStep(ContextStep):
                 # No failure in the cloud: xpk itself stopped (a crash, a lost connection).
                 # Re-running continues from what exists.
                 raise TransientError(f"xpk cluster create exited with {res.returncode}{said}")
+        await self.wait_cluster_idle(ctx, out)   # GKE's own upgrade starts as xpk exits
         out.note("labelling the cluster managed-by=rltui")
         await ctx.gke.set_labels(MANAGED_BY, expected_s=ctx.expected("k8s_apply"))
 
@@ -249,6 +244,17 @@ class XpkClusterStep(ContextStep):
         return True
 
 
+def gpu_pool_built(cluster: Any, cfg: Any) -> bool:
+    """The cluster and its GPU pools made, at full size, past creation (RUNNING, or RECONCILING
+    while GKE works on them)."""
+    made = ("RUNNING", "RECONCILING")
+    gpu_pools = [p for p in cluster.node_pools
+                 if any(a.accelerator_type == cfg.device.accelerator for a in p.config.accelerators)]
+    return (cluster.status.name in made and bool(gpu_pools)
+            and sum(p.initial_node_count for p in gpu_pools) >= cfg.num_nodes
+            and all(p.status.name in made for p in gpu_pools))
+
+
 def _epoch(rfc3339: str) -> float:
     """GKE's operation times ("2026-12-01T09:00:00.123456789Z") as epoch seconds; 0 if unset."""
     import datetime
@@ -287,16 +293,26 @@ class AddonsStep(ContextStep):
     recreated (FACTS; xpk recreates every pool): whether a node has it is Kubernetes' own
     answer, the kubelet's list of registered CSI drivers on the Node. Only the GPU pools are recreated: the Ray head and
     workers, the only pods that mount Lustre, run there.
+
+    So the update is sent the moment the control plane's create is DONE, before xpk makes
+    the GPU pool: xpk 1.16's Toolkit blueprint cannot ask for the addons at creation
+    (core/blueprint/blueprint_generator.py generate_a4_blueprint sets no enable_ray_operator
+    or enable_managed_lustre_csi on its gke-cluster module, though the module has both), and
+    gcluster's Terraform learns the create is done only on its next poll of the operation,
+    up to 10 s later (terraform-provider-google: transport config PollInterval 10 s), then
+    retries its node pool while the cluster is busy (retryWhileIncompatibleOperation). When
+    the update gets in first, the GPU nodes are made with the driver and none is recreated
+    (issue 13: 32 reference minutes for 8 nodes); when Terraform's pool got in first, the
+    update waits for it and the pool's nodes are recreated as before. Hence no GKE lock and
+    no need of xpk_cluster: the step waits for the control plane itself, then for xpk's GPU
+    pool, and is done only once that pool's nodes all have the driver.
     """
 
     name, title = "addons", "Addons (RayOperator + Lustre CSI)"
-    needs = ("xpk_cluster",)
+    needs = ("network_ready",)   # xpk has started (it makes the network first)
+    alongside = ("xpk_cluster",)
     expected_key = "addon_update"
     destroyable = False  # they go with the cluster
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.locks = (_gke_lock(ctx),)
 
     async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
         return StepState.SKIPPED, "kept: they go with the GKE cluster"
@@ -338,6 +354,20 @@ class AddonsStep(ContextStep):
                 stale.add(labels.get(NODE_POOL_LABEL, ""))
         return sorted(p for p in stale if p)
 
+    async def _gpu_nodes_registered(self, ctx: Context) -> None:
+        """Until every GPU node of the made pool is a Node (their drivers are read there)."""
+        import asyncio
+
+        kube = await ctx.kube()
+        accel, deadline = self.cfg.device.accelerator, asyncio.get_running_loop().time() + 60.0
+        while asyncio.get_running_loop().time() < deadline:
+            nodes = [n for n in await kube.list("nodes")
+                     if ((n.get("metadata") or {}).get("labels") or {})
+                     .get("cloud.google.com/gke-accelerator") == accel]
+            if len(nodes) >= self.cfg.num_nodes:
+                return
+            await asyncio.sleep(max(0.05, min(2.0, ctx.expected("k8s_apply") / 10)))
+
     async def probe(self, ctx: Context) -> Probe:
         cluster = await ctx.gke.get()
         if cluster is None:
@@ -348,22 +378,57 @@ class AddonsStep(ContextStep):
             off.append("LustreCsiDriver legacy port")
         if off:
             return Probe(exists=False, detail="off: " + ", ".join(off))
+        if not gpu_pool_built(cluster, self.cfg):
+            return Probe(exists=True, ready=False, detail="xpk's GPU pool is not made yet")
         stale = await self._stale_pools(ctx)
         return Probe(exists=True, ready=not stale,
                      detail=f"driver not on nodes of {', '.join(stale)}" if stale else "")
 
+    async def _gpu_pool(self, ctx: Context, out: StepOutput) -> Any:
+        """The cluster once xpk's GPU pool is made at full size; a Transient error when no xpk
+        runs to make it (the xpk step says why)."""
+        import asyncio
+
+        from ..cloud.detached import Detached
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(2 * ctx.expected("xpk_done"), 60.0)
+        interval = max(0.2, min(10.0, ctx.expected("xpk_node_pool") / 100))
+        noted = False
+        while True:
+            cluster = await ctx.gke.get()
+            if cluster is not None and gpu_pool_built(cluster, self.cfg):
+                return cluster
+            if Detached(ctx.xpk_dir, "xpk").live() is None or loop.time() > deadline:
+                raise TransientError("xpk's GPU node pool is not made and no xpk is making it")
+            if not noted:
+                out.note("waiting for xpk's GPU node pool")
+                noted = True
+            await asyncio.sleep(interval)
+
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        cluster = await ctx.gke.get()
-        if cluster is None:
-            raise TransientError(f"cluster {self.cfg.cluster_name} is not there yet")
-        legacy = await self.legacy_port_wanted(ctx, cluster)
+        # What the update asks is read before the create ends (the pools' versions are set at
+        # creation), so that nothing but the update itself follows the create's DONE.
+        early = await ctx.gke.get()
+        legacy = early is not None and await self.legacy_port_wanted(ctx, early)
+        cluster = await self.wait_control_plane(ctx, out)
+        if early is None:
+            legacy = await self.legacy_port_wanted(ctx, cluster)
         enabled = ctx.gke.addons_enabled(cluster)
         if not all(enabled.values()) or ctx.gke.legacy_port(cluster) != legacy:
+            if cluster.status.name != "RUNNING":   # an operation runs (GKE's upgrade, xpk's pool)
+                await self.wait_cluster_idle(ctx, out)
+            early = not gpu_pool_built(cluster, self.cfg)
             out.note("enabling RayOperator and LustreCsiDriver in one cluster update"
-                     + (" (legacy Lustre port)" if legacy else ""))
+                     + (" (legacy Lustre port)" if legacy else "")
+                     + (", before xpk makes the GPU pool" if early else ""))
             await ctx.gke.enable_addons(expected_s=self.expected_s, legacy_port=legacy)
+        if not gpu_pool_built(cluster, self.cfg):
+            cluster = await self._gpu_pool(ctx, out)
         sizes = {p.name: max(1, p.initial_node_count) for p in cluster.node_pools}
+        await self._gpu_nodes_registered(ctx)
         for pool in await self._stale_pools(ctx):
+            await self.wait_cluster_idle(ctx, out)
             out.note(f"recreating the nodes of {pool} so that they get the Lustre CSI driver")
             # Nodes are recreated one at a time (surge 0, unavailable 1): the profile's time is
             # per node.
@@ -374,7 +439,10 @@ class AddonsStep(ContextStep):
 class CredentialsStep(ContextStep):
     name, title = "credentials", "Cluster credentials"
     connects = True
-    needs = ("xpk_cluster",)
+    # Once the control plane answers, not once xpk exits: the Secret and the PV/PVC are then
+    # in place long before the GPU nodes (issue 13).
+    needs = ("network_ready",)
+    alongside = ("xpk_cluster",)
     expected_key = "k8s_apply"
     destroyable = False
 
@@ -390,6 +458,7 @@ class CredentialsStep(ContextStep):
         return Probe(exists=False)  # nothing in the cloud: connect every run
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
+        await self.wait_control_plane(ctx, out)
         kube = await ctx.kube()
         nodes = await kube.list("nodes")
         out.note(f"{len(nodes)} nodes")

@@ -37,6 +37,7 @@ class XpkDevice:
 # xpk --device-type values the sandbox knows; all go through Cluster Toolkit in real xpk.
 XPK_DEVICE_TYPES: dict[str, XpkDevice] = {"b200-8": XpkDevice("a4-highgpu-8g", "nvidia-b200", 8)}
 XPK_MILESTONES = ("xpk_networks", "xpk_control_plane", "xpk_node_pool", "xpk_done")
+TERRAFORM_POLL_REF_S = 10.0  # reference seconds between Terraform's polls (_terraform_poll_s)
 
 
 def xpk_unique_name(project: str, region: str, cluster: str) -> str:
@@ -46,6 +47,8 @@ def xpk_unique_name(project: str, region: str, cluster: str) -> str:
 
 class XpkMixin:
     """xpk's cluster create and delete (mixed into World)."""
+
+    terraform_poll_ref_s = TERRAFORM_POLL_REF_S   # tests widen it to make a race certain
 
     # ---- xpk 1.16.0 (what `xpk cluster create/delete` does on the Cluster Toolkit path) --------
     #
@@ -74,6 +77,10 @@ class XpkMixin:
                                  progress: Callable[[str], None] | None = None) -> container_v1.Cluster:
         """Networks at xpk_networks, control plane at xpk_control_plane, the GPU pool at
         xpk_node_pool, exit at xpk_done (minutes after start). Re-running skips what exists.
+        Terraform polls the cluster's create and retries a busy cluster every 10 s
+        (_terraform_poll_s): a GPU pool that starts late (another client's operation got in
+        first) still takes its own xpk_node_pool - xpk_control_plane, and the JobSet/Kueue
+        phase its xpk_done - xpk_node_pool after it.
         A GPU pool that fails (e.g. over quota) raises CloudError with the operation's error.
         Progress lines are Terraform's, as gcluster deploy streams them."""
         device = XPK_DEVICE_TYPES.get(device_type)
@@ -109,7 +116,9 @@ class XpkMixin:
             spec.initial_cluster_version = gke_version  # the blueprint's min_master_version
             self.create_cluster(project, region, spec, seconds=left(t_cp))
             say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creating...")
-        await self._wait(lambda: self._cluster(project, region, cluster).status != Status.PROVISIONING)
+        # Terraform learns that the create is done by polling its operation (below).
+        while self.get_cluster(project, region, cluster).status == Status.PROVISIONING:
+            await asyncio.sleep(self._terraform_poll_s())
         say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creation complete "
             f"[id=projects/{project}/locations/{region}/clusters/{cluster}]")
         pool = _xpk_pool(cluster, zone, device, num_nodes, spot, deployment)
@@ -119,8 +128,12 @@ class XpkMixin:
         if existing is not None and existing.status == container_v1.NodePool.Status.ERROR:
             raise FailedPrecondition(f"Error: node pool {pool.name} is in state ERROR: {existing.status_message}")
         if existing is None:
-            await self.wait_cluster_idle(project, region, cluster)  # Terraform retries a busy cluster
-            op = self.create_node_pool(project, region, cluster, pool, seconds=left(t_np))
+            # Terraform retries a busy cluster (another client's operation, e.g. an addon update
+            # that got in first) on the same poll; the pool takes its own time once started.
+            while self.running_cluster_operation(project, region, cluster) is not None:
+                await asyncio.sleep(self._terraform_poll_s())
+            op = self.create_node_pool(project, region, cluster, pool,
+                                       seconds=max(left(t_np), t_np - t_cp))
             say(f"{resource}: Creating...")
             done = await self.wait_cluster_operation(project, region, op.name)
             if container_v1.Operation.pb(done).HasField("error"):
@@ -134,12 +147,22 @@ class XpkMixin:
         say(f"{resource}: Creation complete [id=projects/{project}/locations/{region}/clusters/{cluster}/"
             f"nodePools/{pool.name}]")
         say("module.workload-manager-install.module.install_jobset[0]: Creation complete")
-        await asyncio.sleep(left(t_done))
+        # JobSet, Kueue and the configmaps come after the pool, however late it came.
+        await asyncio.sleep(max(left(t_done), t_done - t_np))
         say("Apply complete!")
         self._emit("xpk_cluster_ready", project, region, cluster, zone=zone, node_pool=pool.name)
         if self.gke_auto_upgrade and self.running_cluster_operation(project, region, cluster) is None:
             self.start_gke_upgrade(project, region, cluster)
         return self.get_cluster(project, region, cluster)
+
+    def _terraform_poll_s(self) -> float:
+        """Real seconds between Terraform's polls of a GKE operation: the Google provider waits
+        on one with its configured PollInterval, 10 s (hashicorp/terraform-provider-google
+        google/transport/config.go `c.PollInterval = 10 * time.Second`; tpgresource
+        OperationWait -> StateChangeConf{PollInterval}; services/container
+        ContainerOperationWait). So gcluster's next GKE call (the GPU pool) comes up to 10 s
+        after the create is DONE, and another client's call can land in that gap."""
+        return self.terraform_poll_ref_s / self.clock.speed
 
     async def xpk_cluster_delete(self, project: str, zone: str, cluster: str, *, delete_networks: bool = True,
                                  progress: Callable[[str], None] | None = None) -> None:

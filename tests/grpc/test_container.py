@@ -198,6 +198,42 @@ def test_xpk_create_then_delete_in_phases(grpc_box, clients) -> None:
     assert [e.kind for e in events[-3:]] == ["node_pool_deleted", "node_pool_deleted", "cluster_deleted"]
 
 
+def test_an_addon_update_before_terraforms_next_poll_comes_before_the_gpu_pool(grpc_box, clients) -> None:
+    """gcluster's Terraform sees the create DONE on its next 10 s poll: an UpdateCluster sent
+    the moment the cluster is RUNNING gets in first, the GPU pool waits for it (Terraform
+    retries a busy cluster) and then takes its whole time; the GPU pool is made with the
+    addons on, so nothing needs recreating."""
+    world = grpc_box.world
+    world.gke_auto_upgrade = False
+    world.terraform_poll_ref_s = 6000.0   # 1 s at speed 6000: the update surely gets in first
+
+    async def update_when_running() -> None:
+        clusters = world._project(PROJECT).clusters
+        await world._wait(lambda: f"{REGION}/{CLUSTER}" in clusters and clusters[
+            f"{REGION}/{CLUSTER}"].status == container_v1.Cluster.Status.RUNNING)
+        world.update_addons(PROJECT, REGION, CLUSTER, container_v1.AddonsConfig(
+            ray_operator_config=container_v1.RayOperatorConfig(enabled=True),
+            lustre_csi_driver_config=container_v1.LustreCsiDriverConfig(enabled=True)))
+
+    async def both() -> None:
+        import asyncio
+        racer = asyncio.ensure_future(update_when_running())
+        await world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2)
+        await racer
+
+    grpc_box.run(both())
+    ops = {o["kind"]: o for o in grpc_box.call(world.record.snapshot)["operations"]}
+    update, pool = ops["gke.update_cluster"], ops["gke.create_node_pool"]
+    assert pool["start_ref_s"] >= update["end_ref_s"]          # the pool waited for the update
+    prof = world.clock.profile
+    own = (prof.minutes("xpk_node_pool") - prof.minutes("xpk_control_plane")) * 60
+    assert pool["end_ref_s"] - pool["start_ref_s"] >= 0.85 * own  # and took its own time (jitter 10%)
+    got = clients.gke(grpc_box).get_cluster(name=NAME)
+    assert got.addons_config.lustre_csi_driver_config.enabled
+    assert {p.name: p.status for p in got.node_pools}[f"a4-highgpu-8g-{CLUSTER}-a4-pool"] \
+        == container_v1.NodePool.Status.RUNNING
+
+
 def test_gke_upgrades_the_master_right_after_xpk_create(grpc_box, clients) -> None:
     """GKE's own UPGRADE_MASTER: the "is currently upgrading" wording, with the same reason."""
     grpc_box.run(grpc_box.world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2))

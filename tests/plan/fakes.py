@@ -975,8 +975,9 @@ SEEDS: dict[str, Callable[[FakeContext], None]] = {
     "ip_range": lambda ctx: ctx.cloud.seed_address(),
     "peering": lambda ctx: ctx.cloud.seed_peering(),
     "lustre_instance": lambda ctx: ctx.cloud.seed_lustre(),
-    "addons": lambda ctx: ctx.cloud.seed_addons(),
-    "credentials": lambda ctx: None,      # local: nothing in the cloud
+    "addons": lambda ctx: (ctx.cloud.cluster is None and _seed_xpk(ctx), ctx.cloud.seed_addons()),
+    # Local, but connected only once xpk's control plane answers (it needs no xpk exit).
+    "credentials": lambda ctx: ctx.cloud.cluster is None and _seed_xpk(ctx),
     "secret": lambda ctx: ctx.cloud.seed_kube(manifests.job_secret(ctx.cfg)),
     "pv_pvc": _seed_pv_pvc,
     "raycluster": _seed_raycluster,

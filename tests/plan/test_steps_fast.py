@@ -167,6 +167,12 @@ async def _xpk_makes_its_network(ctx: FakeContext) -> None:
     ctx.cloud.seed_networks()
 
 
+async def _xpk_makes_the_cluster(ctx: FakeContext) -> None:
+    """The addons and the credentials wait for xpk's control plane, not for xpk's exit."""
+    await asyncio.sleep(0.05)
+    seed(ctx, ["xpk_cluster"])
+
+
 # One case per Step type in STEP_TYPES (test_every_step_type_has_a_case keeps them in step).
 CASES: dict[str, Case] = {
     "enable_apis": Case("gcloud", creates=True, destroyable=False,
@@ -194,8 +200,10 @@ CASES: dict[str, Case] = {
             "ACTIVE", 9000, {"managed-by": "rltui"}) or pytest.fail(str(c.instances)),
         gone=lambda c, _: not c.instances or pytest.fail(str(c.instances)),
         note="state ACTIVE"),
-    "addons": Case("gcloud", creates=True, destroyable=False, made=_addons_made),
-    "credentials": Case("gcloud", creates=False, destroyable=False, note=r"^3 nodes$"),
+    "addons": Case("gcloud", creates=True, destroyable=False, made=_addons_made,
+                   meanwhile=_xpk_makes_the_cluster),
+    "credentials": Case("gcloud", creates=False, destroyable=False, note=r"^3 nodes$",
+                        meanwhile=_xpk_makes_the_cluster),
     "secret": Case("kubectl", creates=True, destroyable=True, made=_secret_made,
                    reapply=True,   # re-applied every run: values are never read back
                    gone=lambda c, _: not c.kube_objects("secrets") or pytest.fail("secret left")),
@@ -327,7 +335,8 @@ async def test_up_from_an_empty_project_runs_the_lustre_chain_while_xpk_runs(ctx
     addons_start = next(e.at for e in events if e.step == "addons" and e.state is S.RUNNING)
     xpk_end = cloud.spans["xpk"][1]
     assert lustre_done < xpk_end, "the Lustre chain waited for xpk to finish"
-    assert addons_start >= xpk_end, "the addons started before xpk finished"
+    # The addons wait for xpk's control plane, not for xpk's exit (AddonsStep's docstring).
+    assert addons_start < xpk_end, "the addons waited for xpk to finish"
     assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"]]
     assert any(e.step == "dashboard" and e.message.startswith("Ray dashboard at http://127.0.0.1:")
                for e in events)
@@ -471,6 +480,8 @@ async def test_xpk_whose_node_pool_failed_in_gke_is_not_run_again(ctx, fast_retr
     quota = "Insufficient regional quota to satisfy request: PREEMPTIBLE_NVIDIA_B200_GPUS"
     plan_xpk(ctx, {"fail_op": quota, "exit": 1, "stderr": "ERROR: gcluster deploy failed"})
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry).up({"addons"})
+    # The addons run alongside xpk (after its network): xpk's failure blocks them all the same.
+    assert result.states.pop("network_ready") in (S.DONE, S.EXISTED)
     assert result.states == {"enable_apis": S.EXISTED, "xpk_cluster": S.FAILED,
                              "addons": S.BLOCKED}
     assert len(ctx.cloud.xpk_runs) == 1

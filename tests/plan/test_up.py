@@ -254,3 +254,24 @@ def test_importing_the_plan_loads_no_cloud_or_ui_library():
             "{'textual', 'grpc', 'google', 'kubernetes', 'ray', 'aiohttp'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_step_alongside_another_starts_without_waiting_but_is_blocked_by_its_failure(
+        cloud, step_cls, fast_retry):
+    """The addons run alongside xpk (Step.alongside): up({addons}) pulls xpk in, the addons
+    start before it ends, and a failed xpk blocks addons that have not started yet."""
+    along = step_cls("addons", work_s=0.02)
+    along.alongside = ("xpk_cluster",)
+    result = await Runner([step_cls("xpk_cluster", work_s=0.2), along], cloud,
+                          retry=fast_retry).up({"addons"})
+    assert result.ok and set(result.states) == {"xpk_cluster", "addons"}
+    assert cloud.spans["addons"][1] < cloud.spans["xpk_cluster"][1]   # did not wait for it
+
+    cloud2 = type(cloud)()
+    cloud2.failures["xpk_cluster"] = [PermanentError("quota")]
+    late = step_cls("addons", ("slow",), work_s=0.02)
+    late.alongside = ("xpk_cluster",)
+    steps = [step_cls("slow", work_s=0.1), step_cls("xpk_cluster", work_s=0.0), late]
+    result = await Runner(steps, cloud2, retry=fast_retry).up()
+    assert result.states["xpk_cluster"] is S.FAILED and result.states["addons"] is S.BLOCKED
+    assert cloud2.applies["addons"] == 0
