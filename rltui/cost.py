@@ -55,6 +55,10 @@ COMPUTE = "Compute Engine"
 GKE = "Kubernetes Engine"
 LUSTRE = "Managed Lustre"  # not verified: the catalog's display name for Managed Lustre
 GLOBAL = "global"
+# The inventory kinds (plan/inventory.py Resource.kind) that carry a price: the cluster (its fee
+# and both node pools) and the Lustre instance.
+CLUSTER, LUSTRE_INSTANCE = "GKE cluster", "Lustre instance"
+PRICED_KINDS = (CLUSTER, LUSTRE_INSTANCE)
 
 # xpk 1.16.0's system pool (see the module docstring): its default node count and the codelab's
 # machine type, which rltui passes (plan/steps_cluster.py).
@@ -91,13 +95,23 @@ def wanted(cfg: RLConfig) -> list[Want]:
            Want("lustre", LUSTRE, lustre_sku(cfg.lustre_throughput), cfg.region)]
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     if machine in SPOT_SLICES:
-        out.append(Want("gpu-slice", COMPUTE, SPOT_SLICES[machine], cfg.region))
+        out.append(Want(slice_key(machine), COMPUTE, SPOT_SLICES[machine], cfg.region))
     return out
 
 
+def slice_key(machine: str) -> str:
+    """The rate key of a GPU machine's Spot slice: its price cannot stand for another's."""
+    return f"gpu-slice:{machine}"
+
+
 class SkuLike(Protocol):
-    description: str
-    service_regions: Any
+    """A billing_v1 Sku, as far as `matches` reads it."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def service_regions(self) -> Any: ...
 
 
 def matches(want: Want, sku: SkuLike) -> bool:
@@ -148,24 +162,29 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
     r = prices.rates
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     gpus = cfg.num_nodes * cfg.gpus_per_node
-    slice_price = r.get("gpu-slice")
+    slice_price = r.get(slice_key(machine))
     cores, gib = CPU_MACHINES[SYSTEM_POOL_MACHINE]
     cpu = (SYSTEM_POOL_NODES * (cores * r["cpu-core"] + gib * r["cpu-ram"])
            if "cpu-core" in r and "cpu-ram" in r else None)
     lustre = r.get("lustre")
     return [
-        Line("GKE cluster", "GKE cluster fee", r.get("gke")),
-        Line("GKE cluster", f"{cfg.num_nodes} x {machine} Spot ({gpus} GPUs)",
+        Line(CLUSTER, "GKE cluster fee", r.get("gke")),
+        Line(CLUSTER, f"{cfg.num_nodes} x {machine} Spot ({gpus} GPUs)",
              None if slice_price is None else gpus * slice_price),
-        Line("GKE cluster", f"{SYSTEM_POOL_NODES} x {SYSTEM_POOL_MACHINE} (xpk's system pool)", cpu),
-        Line("Lustre instance", f"Lustre {cfg.lustre_capacity} GiB at {cfg.lustre_throughput} MB/s/TiB",
+        Line(CLUSTER, f"{SYSTEM_POOL_NODES} x {SYSTEM_POOL_MACHINE} (xpk's system pool)", cpu),
+        Line(LUSTRE_INSTANCE, f"Lustre {cfg.lustre_capacity} GiB at {cfg.lustre_throughput} MB/s/TiB",
              None if lustre is None else cfg.lustre_capacity * lustre),
     ]
 
 
 class ResourceLike(Protocol):
-    kind: str
-    created: str
+    """plan/inventory.py's Resource, as far as the estimate reads it."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def created(self) -> str: ...
 
     @property
     def present(self) -> bool: ...
@@ -232,11 +251,11 @@ def per_hour_text(amount: float, currency: str = "USD") -> str:
 
 # --- the day-long cache (a JSON file: prices are public, no secret in it) -----------------------
 
-def cache_file(cache_dir: Path, cfg: RLConfig) -> Path:
-    """One file per region, tier and machine (what `wanted` depends on); `load_cached`
-    checks which catalog (Google's, the sandbox's) it came from."""
+def cache_file(cache_dir: Path, cfg: RLConfig, catalog: str) -> Path:
+    """One file per catalog ("google", "sandbox"), region, machine and tier (what `wanted`
+    depends on)."""
     machine = DEVICE_TYPES[cfg.device_type].machine_type
-    return cache_dir / f"prices-{cfg.region}-{machine}-{cfg.lustre_throughput}.json"
+    return cache_dir / f"prices-{catalog}-{cfg.region}-{machine}-{cfg.lustre_throughput}.json"
 
 
 def load_cached(path: Path, now: datetime | None = None, ttl: timedelta = CACHE_TTL,

@@ -71,7 +71,7 @@ def test_the_adapter_prices_the_codelabs_plan(catalog):
     prices = asyncio.run(read())
     assert prices.missing == ()
     # the Spot slice, not the on-demand one beside it; the on-demand E2 core, not Spot nor EMEA's
-    assert prices.rates["gpu-slice"] == pytest.approx(4.9542)
+    assert prices.rates["gpu-slice:a4-highgpu-8g"] == pytest.approx(4.9542)
     assert prices.rates["cpu-core"] == pytest.approx(0.02181159)
     assert prices.rates["gke"] == pytest.approx(0.10)
     lines = {line.label: line.per_hour for line in plan_lines(cfg, prices)}
