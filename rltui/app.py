@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
-from .widgets.chrome import HeaderInfo
+from .widgets.chrome import CostInfo, HeaderInfo
 
 if TYPE_CHECKING:
     from .joblog import CheckpointEvent, TrainingStep
@@ -91,7 +91,7 @@ class Bus:
     a bounded history. Each topic's payload type is declared below."""
 
     STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
-             "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves")
+             "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves", "cost")
     STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": 2000, "step_record": 5000,
                "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
     TOPICS = STATE + tuple(STREAMS)
@@ -116,6 +116,7 @@ class Bus:
     raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
     lustre: ReplaySignal[dict[str, Any]]              # Session.lustre_instance
     saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
+    cost: ReplaySignal[Any]                           # rltui/cost.py Estimate of what exists; None: no prices
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
     log_lines: ReplaySignal[list[str]]                # a burst of lines, written in one batch
@@ -338,6 +339,7 @@ class RLTuiApp(App):
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
         resources = await self.session.inventory()
         self.bus.inventory.publish(resources)
+        self.refresh_cost(resources)  # the cost meter, then the header's total (Session.cost)
         # Reopened on a running deployment: resume watching it (not while it is being deleted).
         if any(r.kind == "RayCluster" and r.present for r in resources) and \
                 not self._busy("teardown"):
@@ -346,6 +348,12 @@ class RLTuiApp(App):
             if self.session.last_job_id() and not self._busy("logs") and \
                     (self.bus.job_status.last or {}).get("status") not in ("SUCCEEDED", "FAILED", "STOPPED"):
                 self.follow_logs()
+
+    @work(exclusive=True, group="cost", exit_on_error=False)
+    async def refresh_cost(self, resources: list[Resource]) -> None:
+        est = await self.session.cost(resources)
+        self.set_header(cost=CostInfo.of(est))  # first: Teardown reads it when `cost` comes
+        self.bus.cost.publish(est)
 
     @work(exclusive=True, group="probe", exit_on_error=False)
     async def probe_plan(self) -> None:

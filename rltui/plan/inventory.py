@@ -13,6 +13,7 @@ not end with one.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,11 +68,21 @@ async def prices(ctx: Context) -> Prices:
     return fresh
 
 
-async def cost(ctx: Context, resources: list[Resource]) -> Estimate:
-    """What exists costs per hour and has cost since it was created (rltui/cost.py `estimate`)."""
+async def cost(ctx: Context, resources: list[Resource],
+               pending: asyncio.Future[Prices] | None = None) -> Estimate | None:
+    """What exists costs per hour and has cost since it was created (rltui/cost.py `estimate`),
+    at the prices `pending` will give (shielded: a caller cancelled does not cancel the read
+    others wait on), else `prices(ctx)`'s; None when they cannot be read (the reason goes to
+    the log: the meter is a nicety, never an error on screen)."""
+    from ..cloud.errors import CloudError
     from ..cost import estimate
 
-    return estimate(ctx.cfg, await prices(ctx), resources)
+    try:
+        unit = await (asyncio.shield(pending) if pending is not None else prices(ctx))
+    except CloudError as exc:
+        logging.getLogger(__name__).warning("no prices: %s", exc.message)
+        return None
+    return estimate(ctx.cfg, unit, resources)
 
 
 def _xpk_state(ctx: Context, cluster: str) -> bool:
