@@ -64,7 +64,10 @@ async def prices(ctx: Context) -> Prices:
     finally:
         await adapter.close()
     if not fresh.missing:  # a partial answer is shown, not kept for a day
-        await asyncio.to_thread(save_cached, path, fresh)
+        try:
+            await asyncio.to_thread(save_cached, path, fresh)
+        except OSError as exc:  # a read-only state folder: the prices are still good now
+            logging.getLogger(__name__).warning("prices not cached in %s: %s", path, exc)
     return fresh
 
 

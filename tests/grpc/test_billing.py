@@ -78,3 +78,42 @@ def test_the_adapter_prices_the_codelabs_plan(catalog):
     assert lines["8 x a4-highgpu-8g Spot (64 GPUs)"] == pytest.approx(64 * 4.9542)
     est = estimate(cfg, prices, [])
     assert est.per_hour == 0 and est.plan_per_hour > 64 * 4.9542
+
+
+def test_prices_are_read_once_a_day_then_come_from_the_state_folder(tmp_path):
+    """plan/inventory.py `prices`: the catalog's answer is kept under <state>/cache/; with the
+    catalog gone, the cache still answers; a cache older than a day is read again."""
+    import json
+
+    from rltui.plan.context import Context
+    from rltui.plan.inventory import Resource, cost, prices
+
+    cfg = RLConfig(PROJECT_ID="rl-demo-project")
+    box = CatalogBox().start()
+    ep = Endpoints(label="SANDBOX", grpc_target=box.address)
+
+    async def read(endpoints):
+        ctx = Context(cfg, endpoints, root=tmp_path)
+        try:
+            return await prices(ctx), await cost(ctx, [Resource("GKE cluster", "c", "running", True)])
+        finally:
+            await ctx.close()
+
+    try:
+        first, est = asyncio.run(read(ep))
+    finally:
+        box.stop()
+    cached = list((tmp_path / "cache").glob("prices-sandbox-us-east1-*.json"))
+    assert len(cached) == 1 and first.source.startswith("Cloud Billing Catalog")
+    assert est is not None and est.per_hour > 64 * 4.9
+    again, _ = asyncio.run(read(ep))            # the server is gone: the cache answers
+    assert again.rates == first.rates
+    data = json.loads(cached[0].read_text())
+    data["as_of"] = "2020-01-01T00:00:00+00:00"  # more than a day old
+    cached[0].write_text(json.dumps(data))
+    box = CatalogBox().start()                    # a day later: read from the catalog again
+    try:
+        fresh, _ = asyncio.run(read(Endpoints(label="SANDBOX", grpc_target=box.address)))
+    finally:
+        box.stop()
+    assert fresh.as_of > "2020-01-01" and json.loads(cached[0].read_text())["as_of"] == fresh.as_of

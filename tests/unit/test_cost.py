@@ -107,3 +107,24 @@ def test_money_reads_short():
     assert fmt_money(324.17) == "$324.17"
     assert fmt_money(12345.6) == "$12,346"
     assert fmt_money(3.5, "EUR") == "3.50 EUR"
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_status_without_prices_says_0_when_nothing_exists_else_unknown_with_the_reason(exists):
+    import asyncio
+
+    from rltui.cloud.errors import CloudError
+    from rltui.headless import _cost, _cost_line
+
+    async def run():
+        failed = asyncio.get_running_loop().create_future()
+        failed.set_exception(CloudError("Cloud Billing API has not been used in project 1", transient=False))
+        res = [Resource("GKE cluster", "c", "running" if exists else "absent", True)]
+        return await _cost(cfg(), failed, res)
+
+    cost = asyncio.run(run())
+    if exists:
+        assert cost["per_hour"] is None and "Cloud Billing API" in cost["error"]
+        assert _cost_line(cost).startswith("cost: unknown (Cloud Billing API")
+    else:
+        assert (cost["per_hour"], cost["since_created"]) == (0.0, 0.0)
