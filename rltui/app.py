@@ -22,17 +22,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from .bus import LineReplaySignal, ReplaySignal
-from .widgets.chrome import HeaderInfo
+from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
+from .widgets.chrome import CostInfo, HeaderInfo
 
 if TYPE_CHECKING:
     from .joblog import CheckpointEvent, TrainingStep
     from .plan.inventory import Resource
-    from .plan.pods import KubeEvent
-    from .plan.preflight import Check
-    from .plan.runner import RunEvent, RunResult
-    from .plan.view import PlanView
-    from .saves import Save
     from .session import ConfigState
 
 
@@ -49,7 +44,6 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
 PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
 SAVES_EVERY_S = 1.0
-LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show no more
 
 
 def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
@@ -62,47 +56,6 @@ def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
             screen._css_update_count = screen.app._css_update_count
         return screen
     return make
-
-
-class Bus:
-    """The topics screens subscribe to. State topics replay their last value; streams replay
-    a bounded history (of batches; of lines for log_lines). Each topic's payload type is
-    declared below."""
-
-    STATE = ("header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
-             "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves")
-    STREAMS = {"run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES,
-               "step_record": 5000, "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
-    TOPICS = STATE + tuple(STREAMS)
-
-    def __init__(self, owner: App) -> None:
-        for topic in self.STATE:
-            setattr(self, topic, ReplaySignal(owner, topic, keep=1))
-        for topic, keep in self.STREAMS.items():
-            kind = LineReplaySignal if topic == "log_lines" else ReplaySignal
-            setattr(self, topic, kind(owner, topic, keep=keep))
-
-    # What each topic carries (set in __init__ from STATE and STREAMS).
-    header: ReplaySignal[HeaderInfo]
-    config: ReplaySignal[ConfigState]
-    preflight: ReplaySignal[list[Check]]
-    plan: ReplaySignal[PlanView]
-    run_result: ReplaySignal[RunResult]
-    inventory: ReplaySignal[list[Resource]]
-    kube_events: ReplaySignal[list[dict[str, Any]]]
-    job_status: ReplaySignal[dict[str, Any]]          # {"id", "status"}
-    metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
-    dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
-    raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
-    lustre: ReplaySignal[dict[str, Any]]              # Session.lustre_instance
-    saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
-    run_event: ReplaySignal[RunEvent]
-    pod_event: ReplaySignal[KubeEvent]
-    log_lines: LineReplaySignal                       # a burst of lines, written in one batch
-    step_record: ReplaySignal[TrainingStep]
-    checkpoint: ReplaySignal[CheckpointEvent]
-    teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
-    notice: ReplaySignal[tuple[str, str | None, str]]  # (severity, worker group, message)
 
 
 _HERE = Path(__file__).parent
@@ -321,6 +274,7 @@ class RLTuiApp(App):
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
         resources = await self.session.inventory()
         self.bus.inventory.publish(resources)
+        self.refresh_cost(resources)  # the cost meter, then the header's total (Session.cost)
         # Reopened on a running deployment: resume watching it (not while it is being deleted).
         if any(r.kind == "RayCluster" and r.present for r in resources) and \
                 not self._busy("teardown"):
@@ -329,6 +283,12 @@ class RLTuiApp(App):
             if self.session.last_job_id() and not self._busy("logs") and \
                     (self.bus.job_status.last or {}).get("status") not in ("SUCCEEDED", "FAILED", "STOPPED"):
                 self.follow_logs()
+
+    @work(exclusive=True, group="cost", exit_on_error=False)
+    async def refresh_cost(self, resources: list[Resource]) -> None:
+        est = await self.session.cost(resources)
+        self.set_header(cost=CostInfo.of(est))  # first: Teardown reads it when `cost` comes
+        self.bus.cost.publish(est)
 
     @work(exclusive=True, group="probe", exit_on_error=False)
     async def probe_plan(self) -> None:

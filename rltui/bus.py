@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from textual.signal import Signal
 
 if TYPE_CHECKING:
     from textual.app import App
+
+    from .joblog import CheckpointEvent, TrainingStep
+    from .plan.inventory import Resource
+    from .plan.pods import KubeEvent
+    from .plan.preflight import Check
+    from .plan.runner import RunEvent, RunResult
+    from .plan.view import PlanView
+    from .saves import Save
+    from .session import ConfigState
+    from .widgets.chrome import HeaderInfo
 
 T = TypeVar("T")
 
@@ -58,3 +68,50 @@ class LineReplaySignal(ReplaySignal[list[str]]):
         while self.lines - len(self.history[0]) >= self.keep_lines:
             self.lines -= len(self.history.popleft())
         Signal.publish(self, data)
+
+
+LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show no more
+
+
+class Bus:
+    """The topics screens subscribe to. State topics replay their last value; streams replay
+    a bounded history (of batches; of lines for log_lines). Each topic's payload type is
+    declared below."""
+
+    STATE: ClassVar[tuple[str, ...]] = (
+        "header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
+        "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves", "cost")
+    STREAMS: ClassVar[dict[str, int]] = {
+        "run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES, "step_record": 5000,
+        "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
+    TOPICS: ClassVar[tuple[str, ...]] = STATE + tuple(STREAMS)
+
+    def __init__(self, owner: App[Any]) -> None:
+        for topic in self.STATE:
+            setattr(self, topic, ReplaySignal(owner, topic, keep=1))
+        for topic, keep in self.STREAMS.items():
+            kind = LineReplaySignal if topic == "log_lines" else ReplaySignal
+            setattr(self, topic, kind(owner, topic, keep=keep))
+
+    # What each topic carries (set in __init__ from STATE and STREAMS).
+    header: ReplaySignal[HeaderInfo]
+    config: ReplaySignal[ConfigState]
+    preflight: ReplaySignal[list[Check]]
+    plan: ReplaySignal[PlanView]
+    run_result: ReplaySignal[RunResult]
+    inventory: ReplaySignal[list[Resource]]
+    kube_events: ReplaySignal[list[dict[str, Any]]]
+    job_status: ReplaySignal[dict[str, Any]]          # {"id", "status"}
+    metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
+    dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
+    raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
+    lustre: ReplaySignal[dict[str, Any]]              # Session.lustre_instance
+    saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
+    cost: ReplaySignal[Any]                           # rltui/cost.py Estimate of what exists; None: no prices
+    run_event: ReplaySignal[RunEvent]
+    pod_event: ReplaySignal[KubeEvent]
+    log_lines: LineReplaySignal                       # a burst of lines, written in one batch
+    step_record: ReplaySignal[TrainingStep]
+    checkpoint: ReplaySignal[CheckpointEvent]
+    teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
+    notice: ReplaySignal[tuple[str, str | None, str]]  # (severity, worker group, message)

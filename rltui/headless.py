@@ -178,20 +178,27 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
 
 async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
                  out: Callable[[str], None] = print) -> int:
-    from .plan.inventory import collect_with_job
+    from .plan.inventory import collect_with_job, prices
 
     ctx = Context(cfg, endpoints)
     try:
-        # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
-        resources, job = await collect_with_job(ctx)
+        # The prices (a day's cache, else the catalog) are read while the cloud is asked.
+        price_call = asyncio.ensure_future(prices(ctx))
+        try:
+            # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
+            resources, job = await collect_with_job(ctx)
+        except BaseException:
+            price_call.cancel()
+            raise
         bg = running(ctx)
+        cost = await _cost(cfg, price_call, resources)
     finally:
         await ctx.close()
     if as_json:
         out(json.dumps({"resources": [{k: r.as_json()[k] for k in ("kind", "name", "state", "owned",
                                                                    "leak", "detail")}
                                       for r in resources], "job": job,
-                        "background": bg.as_json() if bg else None}, indent=2))
+                        "background": bg.as_json() if bg else None, "cost": cost}, indent=2))
         return 0
     out(f"{endpoints.label}: project {cfg.project_id}, cluster {cfg.cluster_name}")
     if bg is not None:
@@ -206,7 +213,32 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         out(f"  job {job['id']}: {job['status']}{step}{tries}")
         if job.get("recovery"):
             out(f"    {job['recovery']}")
+    out(f"  {_cost_line(cost)}")
     return 0
+
+
+async def _cost(cfg: RLConfig, price_call: asyncio.Future[Any], resources: list[Any]) -> dict[str, Any]:
+    """status's "cost": {"per_hour", "since_created", "currency", "as_of"} (an estimate). Prices
+    that cannot be read leave per_hour null with the reason, unless nothing priced exists (0)."""
+    from .cloud.errors import CloudError
+    from .cost import PRICED_KINDS, estimate
+
+    try:
+        return estimate(cfg, await price_call, resources).as_json()
+    except CloudError as exc:
+        exists = any(r.present and not r.leak and r.kind in PRICED_KINDS for r in resources)
+        return {"per_hour": None if exists else 0.0, "since_created": None if exists else 0.0,
+                "currency": "USD", "as_of": None, "estimate": True, "error": exc.message}
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    from .cost import fmt_money
+
+    if cost.get("per_hour") is None:
+        return f"cost: unknown ({cost.get('error')})"
+    cur = str(cost["currency"])
+    return (f"cost (estimate): {fmt_money(cost['per_hour'], cur)}/h now, "
+            f"{fmt_money(cost['since_created'], cur)} since created (prices of {cost['as_of']})")
 
 
 # --- down -------------------------------------------------------------------------------------

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .cloud.rayjobs import JobInfo
     from .plan.background import Background
     from .plan.context import Context
+    import asyncio
+
+    from .cost import Estimate, Prices
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
@@ -54,6 +57,7 @@ class Session:
         self.load_error: str = ""
         self._ctx: Context | None = None
         self._runner: Runner | None = None
+        self._prices: asyncio.Future[Prices] | None = None  # the cost meter's, read once (cost)
         self.load_env()
 
     # --- env.sh ---
@@ -76,7 +80,7 @@ class Session:
             self.problems = []
         except ConfigError as exc:
             self.cfg, self.problems = None, exc.problems
-        self._ctx = self._runner = None  # a new config means a new plan
+        self._ctx = self._runner = self._prices = None  # a new config means a new plan (and prices)
 
     def config_state(self) -> ConfigState:
         from .config import ENV_FIELDS, SECRET_FIELDS
@@ -184,6 +188,24 @@ class Session:
         from .plan.inventory import collect
 
         return await collect(self.context())
+
+    async def cost(self, resources: list[Resource]) -> Estimate | None:
+        """The cost meter's estimate of what exists (None: no prices). The prices are read once
+        and shared: an inventory newer than a slow first read (the catalog's Compute Engine
+        SKUs take several pages) waits on the same read instead of starting it again; a failed
+        or day-old one is read again."""
+        import asyncio
+        from datetime import UTC, datetime
+
+        from .cost import CACHE_TTL
+        from .plan.inventory import cost, prices
+
+        read = self._prices
+        if read is None or (read.done() and (read.cancelled() or read.exception() is not None or
+                                             datetime.now(UTC) - datetime.fromisoformat(read.result().as_of)
+                                             > CACHE_TTL)):
+            read = self._prices = asyncio.ensure_future(prices(self.context()))
+        return await cost(self.context(), resources, read)
 
     async def preflight(self) -> list[Check]:
         from .plan.preflight import preflight

@@ -112,6 +112,16 @@ class Endpoints:
         return service_usage_v1.ServiceUsageAsyncClient(
             transport=ServiceUsageGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
 
+    def billing(self) -> Any:
+        """The Cloud Billing Catalog (public prices: no project, any credentials)."""
+        from google.cloud import billing_v1
+        from google.cloud.billing_v1.services.cloud_catalog.transports import CloudCatalogGrpcAsyncIOTransport
+
+        if self.grpc_target is None:
+            return billing_v1.CloudCatalogAsyncClient()
+        return billing_v1.CloudCatalogAsyncClient(
+            transport=CloudCatalogGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+
     def compute(self, kind: str) -> Any:
         """A google-cloud-compute client (REST, sync: call it in a thread), e.g. "Networks"."""
         from google.cloud import compute_v1

@@ -4,6 +4,7 @@ $XDG_STATE_HOME/rltui, or ~/.local/state/rltui: the XDG Base Directory spec says
 XDG_STATE_HOME is invalid and must be ignored, so it is.
 - xpk/<project>/<cluster>/   where xpk runs (its ./xpkclusters state: delete needs it)
 - runs/<project>/<cluster>/  progress.json, jobs.json, rltui.log, jobs/<stamp>/ (job folders)
+- cache/                     public data kept a while (the cost meter's prices, a day)
 """
 
 from __future__ import annotations
@@ -39,3 +40,7 @@ def runs_subdir(project: str, cluster: str) -> str:
 
 def run_dir(project: str, cluster: str, root: Path | None = None) -> Path:
     return (root or state_root()) / runs_subdir(project, cluster)
+
+
+def cache_dir(root: Path | None = None) -> Path:
+    return (root or state_root()) / "cache"

@@ -13,12 +13,16 @@ not end with one.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import manifests
 from . import xpkstate
 from .context import Context
+
+if TYPE_CHECKING:
+    from ..cost import Estimate, Prices
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"
@@ -32,6 +36,7 @@ class Resource:
     owned: bool
     leak: bool = False
     detail: str = ""
+    created: str = ""   # RFC 3339, from the cloud (GKE cluster, Lustre instance); "": not known
 
     @property
     def present(self) -> bool:
@@ -39,6 +44,48 @@ class Resource:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+async def prices(ctx: Context) -> Prices:
+    """The plan's unit prices: the state folder's cache when under a day old, else the Cloud
+    Billing Catalog's (rltui/cloud/billing.py), then cached. Blocking file I/O runs in a thread."""
+    from ..cloud.billing import BillingAdapter
+    from ..cost import cache_file, load_cached, save_cached, wanted
+    from .folders import cache_dir
+
+    catalog = "sandbox" if ctx.endpoints.grpc_target else "google"
+    path = cache_file(cache_dir(ctx.root), ctx.cfg, catalog)
+    cached = await asyncio.to_thread(load_cached, path)
+    if cached is not None:
+        return cached
+    adapter = BillingAdapter(ctx.endpoints)
+    try:
+        fresh = await adapter.prices(wanted(ctx.cfg))
+    finally:
+        await adapter.close()
+    if not fresh.missing:  # a partial answer is shown, not kept for a day
+        try:
+            await asyncio.to_thread(save_cached, path, fresh)
+        except OSError as exc:  # a read-only state folder: the prices are still good now
+            logging.getLogger(__name__).warning("prices not cached in %s: %s", path, exc)
+    return fresh
+
+
+async def cost(ctx: Context, resources: list[Resource],
+               pending: asyncio.Future[Prices] | None = None) -> Estimate | None:
+    """What exists costs per hour and has cost since it was created (rltui/cost.py `estimate`),
+    at the prices `pending` will give (shielded: a caller cancelled does not cancel the read
+    others wait on), else `prices(ctx)`'s; None when they cannot be read (the reason goes to
+    the log: the meter is a nicety, never an error on screen)."""
+    from ..cloud.errors import CloudError
+    from ..cost import estimate
+
+    try:
+        unit = await (asyncio.shield(pending) if pending is not None else prices(ctx))
+    except CloudError as exc:
+        logging.getLogger(__name__).warning("no prices: %s", exc.message)
+        return None
+    return estimate(ctx.cfg, unit, resources)
 
 
 def _xpk_state(ctx: Context, cluster: str) -> bool:
@@ -85,7 +132,7 @@ async def _gather(ctx: Context, *, with_job: bool
     out = [Resource("GKE cluster", cfg.cluster_name,
                     cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
                     detail=f"{sum(p.initial_node_count for p in cluster.node_pools)} nodes"
-                    if cluster else "")]
+                    if cluster else "", created=cluster.create_time if cluster else "")]
     names = {n.name for n in networks}
     for name in xpkstate.blueprint_names(cfg.cluster_name).networks:
         out.append(Resource("VPC network", name, "present" if name in names else "absent",
@@ -99,10 +146,18 @@ async def _gather(ctx: Context, *, with_job: bool
     out.append(Resource("Lustre instance", cfg.lustre_instance_id,
                         inst.state.name.lower() if inst else "absent",
                         bool(inst and inst.labels.get("managed-by") == "rltui") or inst is None,
-                        detail=f"{inst.capacity_gib} GiB" if inst else ""))
+                        detail=f"{inst.capacity_gib} GiB" if inst else "",
+                        created=_rfc3339(getattr(inst, "create_time", None))))
     out += kube_objects
     out += _leaks(ctx, clusters, networks, lustre_all)
     return out, job
+
+
+def _rfc3339(value: Any) -> str:
+    """A proto-plus Timestamp field (a datetime; unset: the epoch or None) as RFC 3339."""
+    if value is None or not hasattr(value, "isoformat") or getattr(value, "year", 1970) <= 1970:
+        return ""
+    return str(value.isoformat())
 
 
 async def _fresh_credentials(ctx: Context) -> Any:

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
-from ..widgets.chrome import HeaderInfo
+from ..widgets.chrome import HeaderInfo, plan_cost_text
 from .base import WizardScreen, stylesheet
 
 if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after the first frame
@@ -113,6 +113,8 @@ class StartScreen(WizardScreen):
                 info.project or "(not set)", style="bold").append(
                 ": Provision creates billed resources (Spot B200 nodes, a Managed Lustre"
                 " instance). Teardown deletes them.")
+        if note := plan_cost_text(info.cost):  # before `up`: the cost meter's whole plan
+            self._intro.append(f" {'On Google Cloud this plan would be' if sandbox else 'This plan:'} {note}.")
         self._draw_where()
 
     def _on_config(self, state: ConfigState) -> None:

@@ -18,7 +18,7 @@ from textual.widgets import Button, Input, Log, Static
 
 from ..plan.runner import RunEvent, RunResult
 from ..session import ConfigState
-from ..widgets.chrome import HeaderInfo
+from ..widgets.chrome import HeaderInfo, stops_text
 from ..widgets.inventory import InventoryView, left_behind
 from ..plan.view import fmt_s
 from ..widgets.steps import StepsView, from_event, short_title
@@ -87,6 +87,7 @@ class TeardownScreen(WizardScreen):
         bus.header.subscribe(self, self._on_header)
         bus.config.subscribe(self, self._on_config)
         bus.inventory.subscribe(self, self._on_inventory)
+        bus.cost.subscribe(self, self._on_cost)
         bus.teardown_event.subscribe(self, self._on_teardown_event)
         bus.run_result.subscribe(self, self._on_run_result)
         bus.notice.subscribe(self, self._on_notice)
@@ -136,21 +137,7 @@ class TeardownScreen(WizardScreen):
         table = self.query_one(InventoryView)
         table.set_resources(resources)
         table.display = True
-        present = [r for r in resources if r.present]
-        ours = left_behind(resources)
-        leaks = [r for r in ours if r.leak]
-        foreign = [r for r in present if not r.owned and not r.leak]
-        parts = [f"{len(ours)} of rltui's exist"] if ours else []
-        if leaks:
-            parts.append(f"{len(leaks)} leak(s): made by rltui for another env.sh, not deleted "
-                         "by this teardown")
-        if foreign:
-            parts.append(f"{len(foreign)} not rltui's: left alone")
-        if self.phase == "deleting":
-            parts.append(f"asked again every {self.POLL_S:g} s while deleting")
-        summary = self.query_one("#inventory-summary", Static)
-        summary.update(" · ".join(parts))
-        summary.set_class(bool(leaks), "leak")
+        self._draw_summary(resources)
         if self._scan_due:
             self._scan_due = False
             text, clean = leak_scan_text(resources, self.project)
@@ -161,6 +148,31 @@ class TeardownScreen(WizardScreen):
             scan.set_class(not clean, "dirty")
             if self._finished:
                 self.query_one("#run-summary", Static).update(self._finished)
+
+    def _on_cost(self, _estimate: Any) -> None:
+        """The cost meter came after the inventory it priced: the summary's figure is redrawn."""
+        if self.wizard.bus.inventory.last is not None:
+            self._draw_summary(self.wizard.bus.inventory.last)
+
+    def _draw_summary(self, resources: list[Any]) -> list[Any]:
+        """The inventory's one-line summary (with what deleting stops costing); the leaks."""
+        present = [r for r in resources if r.present]
+        ours = left_behind(resources)
+        leaks = [r for r in ours if r.leak]
+        foreign = [r for r in present if not r.owned and not r.leak]
+        parts = [f"{len(ours)} of rltui's exist"] if ours else []
+        if leaks:
+            parts.append(f"{len(leaks)} leak(s): made by rltui for another env.sh, not deleted "
+                         "by this teardown")
+        if foreign:
+            parts.append(f"{len(foreign)} not rltui's: left alone")
+        parts += [t for t in (stops_text(self.wizard.header_info.cost),) if t]  # the cost meter
+        if self.phase == "deleting":
+            parts.append(f"asked again every {self.POLL_S:g} s while deleting")
+        summary = self.query_one("#inventory-summary", Static)
+        summary.update(" · ".join(parts))
+        summary.set_class(bool(leaks), "leak")
+        return leaks
 
     def _on_teardown_event(self, event: RunEvent | str) -> None:
         if self.phase != "deleting":

@@ -4,12 +4,56 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
+
+
+@dataclass(frozen=True)
+class CostInfo:
+    """The cost meter's estimate (rltui/cost.py Estimate), as of `at` (time.time())."""
+    per_hour: float                # of what exists now
+    since: float                   # what it had cost since creation, at `at`
+    at: float
+    plan_per_hour: float           # of the whole plan while it runs
+    currency: str = "USD"
+
+    @classmethod
+    def of(cls, est: Any) -> CostInfo | None:
+        """From an Estimate (None: no prices, nothing shown)."""
+        if est is None:
+            return None
+        return cls(est.per_hour, est.since_created, time.time(), est.plan_per_hour, est.currency)
+
+    def total(self, now: float | None = None) -> float:
+        """The running total: since creation, up to `now`."""
+        now = time.time() if now is None else now
+        return self.since + self.per_hour * max(0.0, now - self.at) / 3600.0
+
+
+def money(amount: float, currency: str = "USD") -> str:
+    """rltui/cost.py fmt_money (imported when there is a cost to show: it imports pydantic)."""
+    from ..cost import fmt_money
+
+    return fmt_money(amount, currency)
+
+
+def plan_cost_text(cost: CostInfo | None) -> str:
+    """Start's line before `up`: "about $324/h while it runs (estimate)"; "" while unknown."""
+    if cost is None or cost.plan_per_hour <= 0:
+        return ""
+    return f"about {money(cost.plan_per_hour, cost.currency)}/h while it runs (estimate)"
+
+
+def stops_text(cost: CostInfo | None) -> str:
+    """Teardown's: "deleting stops about $324/h (estimate)"; "" when nothing priced exists."""
+    if cost is None or cost.per_hour <= 0:
+        return ""
+    return f"deleting stops about {money(cost.per_hour, cost.currency)}/h (estimate)"
 
 
 @dataclass(frozen=True)
@@ -20,10 +64,12 @@ class HeaderInfo:
     cluster: str = ""
     job: str = ""                  # e.g. "RUNNING 7/20"
     clock: str | None = None       # fixed text in snapshots; None: the wall clock
+    cost: CostInfo | None = None   # the cost meter; shown while anything priced exists
+    now: float | None = None       # fixed time for the running total in tests; None: the wall clock
 
 
 class WizardHeader(Widget):
-    """` rltui  SANDBOX  project P  cluster C  job RUNNING 7/20          12:04 `"""
+    """` rltui  SANDBOX  project P  cluster C  job RUNNING 7/20  cost $1,234 est ($324/h)  12:04 `"""
 
     info: reactive[HeaderInfo] = reactive(HeaderInfo, layout=True)
 
@@ -40,31 +86,39 @@ class WizardHeader(Widget):
             self.refresh()
 
     def render(self) -> Text:
-        """The most that fits: labels go first, then the project, so the job and the cluster
-        stay whole at 80 columns."""
+        """The most that fits: labels go first, then the project, then the cost's rate, so the
+        job, the cluster and the running total ("est": an estimate) stay whole at 80 columns."""
         i = self.info
         clock = i.clock if i.clock is not None else time.strftime("%H:%M")
         width = self.size.width or 80
-        for labels, project in ((True, True), (False, True), (False, False)):
-            text = self._text(labels, project)
+        for labels, project, rate in ((True, True, True), (False, True, True), (False, False, True),
+                                      (False, False, False)):
+            text = self._text(labels, project, rate)
             if text.cell_len + len(clock) + 2 <= width:
                 break
         text.truncate(max(1, width - len(clock) - 2), overflow="ellipsis")
         pad = max(1, width - text.cell_len - len(clock) - 1)
         return text.append(" " * pad).append(clock + " ")
 
-    def _text(self, labels: bool, project: bool) -> Text:
+    def _text(self, labels: bool, project: bool, rate: bool = True) -> Text:
         i = self.info
         text = Text(" rltui ", style="bold")
         badge = "badge-sandbox" if i.mode == "SANDBOX" else "badge-real"
         text.append(f" {i.mode} ", style=self.get_component_rich_style(badge))
         parts = [("project", i.project if project else ""), ("cluster", i.cluster),
-                 ("job", i.job)]
+                 ("job", i.job), ("cost", self._cost(rate))]
         for label, value in parts:
             if value:
                 text.append(f"  {label} " if labels else "  ", style="dim")
                 text.append(value, style="bold")
         return text
+
+    def _cost(self, rate: bool) -> str:
+        c = self.info.cost
+        if c is None or c.per_hour <= 0:
+            return ""
+        total = f"{money(c.total(self.info.now), c.currency)} est"
+        return f"{total} ({money(c.per_hour, c.currency)}/h)" if rate else total
 
     COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
 

@@ -254,6 +254,13 @@ def test_status_lists_the_cluster_lustre_and_raycluster_and_the_job(user):
     assert all({"kind", "name", "state", "owned"} <= set(r) for r in data["resources"])
     assert data["job"]["status"] == "SUCCEEDED"
     assert (data["job"]["step"], data["job"]["total_steps"]) == (20, 20)
+    # The cost meter (issue 14): the cluster's 64 Spot B200 slices alone are over $300/h at the
+    # sandbox catalog's 4.9542 $/h; the total since creation grows with the resources' age.
+    cost = data["cost"]
+    assert cost["per_hour"] > 64 * 4.9 and cost["since_created"] > 0, cost
+    assert cost["currency"] == "USD" and cost["as_of"] and cost["estimate"] is True
+    assert list((user["home"] / "state").rglob("cache/prices-sandbox-*.json"))
+    assert "cost (estimate): $" in rltui(user, "status").stdout
 
 
 def test_down_deletes_everything_and_leaves_nothing(user):
@@ -263,6 +270,7 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     data = status_json(user)
     assert [r for r in data["resources"] if r["state"] != "absent"] == []
     assert data["job"] is None
+    assert data["cost"]["per_hour"] == 0 and data["cost"]["since_created"] == 0
     # The deleted cluster's jobs are kept aside (runs/), not shown as the current job.
     assert list((user["home"] / "state").rglob("runs/jobs-*.json"))
     # Its run's summary stays: `rltui runs` lists it, ended, with every step (rltui/runs.py).
