@@ -381,7 +381,23 @@ def cmd_wizard(args: argparse.Namespace) -> int:
 Command = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> Parser:
+# The wizard's own options that take a value (their value is not a command).
+_WIZARD_VALUED = ("--env", "--port", "--public-url")
+
+
+def _wizard_only(argv: Sequence[str]) -> bool:
+    """True when argv can only mean the wizard (options, no command, no help): its first frame
+    is then not held up building a dozen subparsers. In doubt, False (the full parser decides)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token in ("-h", "--help") or not token.startswith("-"):
+            return False
+        if token in _WIZARD_VALUED:
+            next(tokens, None)
+    return True
+
+
+def build_parser(wizard_only: bool = False) -> Parser:
     parser = Parser(prog="rltui", description="The codelab 'Scale RL with GKE and Managed Lustre'"
                     " as a wizard and as commands.")
     parser.add_argument("--version", action="version", version=f"rltui {__version__}")
@@ -394,6 +410,9 @@ def build_parser() -> Parser:
                         help="with --serve: the address the browser uses (default: Web Preview's,"
                              " https://PORT-$WEB_HOST, where WEB_HOST is set)")
     parser.set_defaults(func=cmd_wizard)
+    if wizard_only:
+        parser.set_defaults(command=None)   # as the subparsers' dest would be
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     def add(name: str, func: Command, help: str, env: bool = True) -> Parser:
@@ -477,7 +496,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(wizard_only=_wizard_only(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
         return args.func(args)

@@ -133,3 +133,17 @@ def test_script_prints_bash_without_the_token(env_file):
 
 def test_global_env_flag_reaches_the_command(env_file, tmp_path):
     assert rltui("--env", env_file, "check", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("argv, wizard_only", [
+    ([], True), (["--sandbox", "--env", "my.sh"], True), (["--env=up"], True), (["--env", "up"], True),
+    (["--serve", "--port", "9000"], True), (["up"], False), (["--env", "x", "status"], False),
+    (["--help"], False), (["-h"], False), (["foo"], False),
+])
+def test_the_wizards_short_parser_is_used_only_where_argv_cannot_name_a_command(argv, wizard_only):
+    from rltui import cli
+
+    assert cli._wizard_only(argv) is wizard_only
+    if wizard_only:   # the short parser reads the wizard's options as the full one does
+        assert vars(cli.build_parser(wizard_only=True).parse_args(argv)) == \
+            vars(cli.build_parser().parse_args(argv))
