@@ -59,10 +59,13 @@ async def run_tool(argv: Sequence[str], endpoints: Endpoints, *, cwd: Path | Non
                 on_line(line)
 
     assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
+    gathered = asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err), proc.wait())
     try:
-        await asyncio.wait_for(asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err),
-                                              proc.wait()), timeout_s)
+        await asyncio.wait_for(gathered, timeout_s)
     except (TimeoutError, asyncio.CancelledError) as exc:
+        # A pump may still end with an error once cancelled (its app gone): read it, so that
+        # asyncio does not print "_GatheringFuture exception was never retrieved" at exit.
+        gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
         # Our child, in its own session: end it and its children by PID, never by name.
         try:
             os.killpg(proc.pid, signal.SIGTERM)
