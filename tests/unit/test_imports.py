@@ -36,7 +36,7 @@ print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'requests'}))
 
 def test_a_ray_job_call_loads_no_ray():
     """The wizard's job calls speak Ray's REST API themselves (issue 13): ray.job_submission
-    (~60 MB, 0.5 s) never loads, even once a call has gone out."""
+    (~49 MB, 0.4 s) never loads, even once a call has gone out."""
     out = subprocess.run([sys.executable, "-c", RAY_JOBS_CALL], capture_output=True, text=True,
                          check=True, timeout=60)
     transient, loaded = out.stdout.strip().splitlines()[-2:]
