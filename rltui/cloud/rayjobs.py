@@ -1,13 +1,20 @@
-"""Ray jobs over `ray.job_submission.JobSubmissionClient` (the codelab's `ray job submit`).
+"""Ray jobs over Ray's own REST Job API (cloud/rayrest.py), as `ray job submit` talks to it.
 
-The client's methods are blocking (requests, no timeout of their own): each runs in a thread
-under a deadline. Its constructor already does HTTP (a version check), so it is built lazily.
+Not `ray.job_submission.JobSubmissionClient`: importing it costs ~49 MB of RSS and 0.4 s in
+the wizard's process (issue 13); rayrest.py speaks its protocol over aiohttp, read from ray
+2.60.0's sdk.py and dashboard_sdk.py. Every call runs under a deadline; connection trouble and
+429/5xx are retried with jittered backoff.
+
+A duplicate submission id is refused by Ray with HTTP 500 (job_head.py `submit_job` turns the
+agent's 400 "already exists" into 500) and a traceback as the body: that is not a structured
+answer, so `submit` asks GET /api/jobs/{id} before its first POST (200: it exists, a clear
+permanent AlreadyExists) and after a failed POST (200: the POST took effect, the job is ours).
 
 Following logs exactly once: every tail WebSocket starts again from the beginning of the job's
 log (the dashboard re-reads the log file from offset 0), so the characters already delivered
-are counted and skipped on each new connection; when a connection ends or drops, the status is
-re-checked and the tail reconnects unless the job is over; a final `get_job_logs` delivers any
-text the last connection did not carry.
+are counted and skipped on each new connection; when a connection ends or drops (a head that
+died can close it normally), the status is re-checked and the tail reconnects unless the job
+is over; a final GET of the logs delivers any text the last connection did not carry.
 """
 
 from __future__ import annotations
@@ -19,15 +26,13 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from .errors import CloudError, classify, retry
-
-if TYPE_CHECKING:
-    from ray.job_submission import JobSubmissionClient
+from .rayrest import RayApiError, RayRest, TailDropped
 
 T = TypeVar("T")
 
@@ -38,7 +43,8 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 SUBMIT_TIMEOUT_S = 300.0
 CALL_TIMEOUT_S = 30.0
 # What the client loads when first used (bench/log_pane.py imports these before its feed).
-CLIENT_MODULES = ("ray.job_submission",)
+CLIENT_MODULES = ("aiohttp",)
+TRANSIENT_STATUS = (429, 500, 502, 503, 504)
 
 
 @dataclass(frozen=True)
@@ -57,39 +63,53 @@ class JobInfo:
         return self.status in TERMINAL
 
 
-def _status_text(status: Any) -> str:
-    return str(getattr(status, "value", status))
-
-
-def _info(details: Any) -> JobInfo:
+def _info(details: Mapping[str, Any]) -> JobInfo:
+    """A JobDetails answer (ray/dashboard/modules/job/pydantic_models.py `JobDetails`)."""
     return JobInfo(
-        submission_id=details.submission_id or details.job_id or "",
-        status=_status_text(details.status),
-        entrypoint=details.entrypoint or "",
-        message=details.message or "",
-        start_time_ms=details.start_time,
-        end_time_ms=details.end_time,
-        metadata=dict(details.metadata or {}),
-        driver_exit_code=getattr(details, "driver_exit_code", None),
+        submission_id=details.get("submission_id") or details.get("job_id") or "",
+        status=str(details.get("status") or ""),
+        entrypoint=details.get("entrypoint") or "",
+        message=details.get("message") or "",
+        start_time_ms=details.get("start_time"),
+        end_time_ms=details.get("end_time"),
+        metadata=dict(details.get("metadata") or {}),
+        driver_exit_code=details.get("driver_exit_code"),
     )
 
 
-def _job_error(exc: BaseException, what: str, job_id: str | None = None) -> CloudError:
-    """The job API's failures: RuntimeError("Request failed with status code N: ...")."""
-    text = str(exc)
-    if isinstance(exc, RuntimeError) and "status code" in text:
-        if "already exists" in text:
-            return CloudError(f"{what}: a job with submission id {job_id} already exists; choose"
-                              " another id, or follow it with `rltui logs`", transient=False,
-                              code="AlreadyExists")
-        if "status code 404" in text or "does not exist" in text:
-            return CloudError(f"{what}: no job {job_id} on this Ray cluster", transient=False,
-                              code="NotFound")
-        transient = any(f"status code {code}" in text for code in (429, 500, 502, 503, 504))
-        return CloudError(f"{what}: {text.splitlines()[0][:300]}", transient=transient,
-                          code="RayJobApi")
-    if isinstance(exc, RuntimeError) and "WebSocket" in text:
-        return CloudError(f"{what}: {text[:300]}", transient=True, code="TailDropped")
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status of a job API answer or of a refused WebSocket handshake."""
+    if isinstance(exc, RayApiError):
+        return exc.status
+    if type(exc).__name__ == "WSServerHandshakeError":  # aiohttp: the status the server answered
+        return cast("int", getattr(exc, "status", None))
+    return None
+
+
+def _job_error(exc: BaseException, what: str, job_id: str | None = None,
+               address: str = "") -> CloudError:
+    """Sorted by HTTP status and exception type, never by the answer's wording."""
+    if isinstance(exc, CloudError):
+        return exc
+    status = _http_status(exc)
+    if status == 404:
+        return CloudError(f"{what}: no job {job_id} on this Ray cluster", transient=False,
+                          code="NotFound")
+    if status in (401, 403):
+        return CloudError(f"{what}: the Ray dashboard refused the request (HTTP {status}): set"
+                          " RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token, with"
+                          " RAY_AUTH_MODE=token", transient=False, code="RayAuth")
+    if status is not None:
+        text = exc.text if isinstance(exc, RayApiError) else str(exc)
+        last = text.strip().splitlines()[-1][:300] if text.strip() else ""
+        return CloudError(f"{what}: Ray job API answered HTTP {status}: {last}",
+                          transient=status in TRANSIENT_STATUS, code="RayJobApi")
+    if isinstance(exc, TailDropped):
+        return CloudError(f"{what}: {exc}", transient=True, code="TailDropped")
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        # aiohttp's connection errors are OSError subclasses (ClientOSError, ClientConnectorError).
+        return CloudError(f"{what}: connection problem: Failed to connect to Ray at address"
+                          f" {address}: {exc}", transient=True, code=type(exc).__name__)
     return classify(exc, what)
 
 
@@ -102,40 +122,27 @@ class RayJobs:
     def __init__(self, dashboard_url: str, *, backoff_s: float = 0.5) -> None:
         self.dashboard_url = dashboard_url.rstrip("/")
         self.backoff_s = backoff_s
-        self._client: JobSubmissionClient | None = None
+        self._rest = RayRest(self.dashboard_url)
 
-    async def _call(self, what: str, fn: Callable[[JobSubmissionClient], T], *,
+    async def _call(self, what: str, fn: Callable[[RayRest], Awaitable[T]], *,
                     job_id: str | None = None, timeout_s: float = CALL_TIMEOUT_S,
                     attempts: int = 6) -> T:
-        """fn(client) in a thread; connection trouble and 5xx are retried with jittered backoff."""
+        """await fn(rest) under a deadline; connection trouble and 429/5xx are retried."""
 
         async def once() -> T:
             try:
-                client = await self._get_client()
-                return await asyncio.wait_for(asyncio.to_thread(fn, client), timeout_s)
+                return await asyncio.wait_for(fn(self._rest), timeout_s)
             except CloudError:
                 raise
             except Exception as exc:  # noqa: BLE001 - sorted by _job_error
-                raise _job_error(exc, what, job_id) from exc
+                raise _job_error(exc, what, job_id, self.dashboard_url) from exc
 
         return await retry(once, what=what, attempts=attempts, base_s=self.backoff_s,
                            timeout_s=None)
 
-    async def _get_client(self) -> JobSubmissionClient:
-        if self._client is None:
-            def build() -> JobSubmissionClient:
-                import logging
-
-                from ray.job_submission import JobSubmissionClient  # ~0.5 s and ~100 MB: lazily
-
-                # Ray's SDK logs every upload and websocket close at INFO on stderr: not ours to print.
-                logging.getLogger("ray").setLevel(logging.WARNING)
-                return JobSubmissionClient(self.dashboard_url)
-            try:
-                self._client = await asyncio.wait_for(asyncio.to_thread(build), CALL_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001 - ConnectionError when unreachable
-                raise _job_error(exc, f"Ray dashboard at {self.dashboard_url}") from exc
-        return self._client
+    async def _exists(self, job_id: str) -> bool:
+        status, _ = await self._rest.call("GET", f"/api/jobs/{job_id}", ok=(200, 404))
+        return status == 200
 
     async def submit(self, job_dir: Path, *, entrypoint: str = "bash run_nemo_rl.sh",
                      runtime_env: Mapping[str, Any] | None = None,
@@ -143,28 +150,38 @@ class RayJobs:
                      metadata: Mapping[str, str] | None = None) -> str:
         """Upload `job_dir` as the working dir and start `entrypoint`; returns the submission id."""
         job_id = submission_id or new_submission_id()
+        what = f"submit job {job_id}"
         # A few stat calls before a multi-second upload: not worth a thread.
         env = {**(runtime_env or {}), "working_dir": str(Path(job_dir).resolve())}  # noqa: ASYNC240
-        attempt = 0
+        if env.get("py_modules"):
+            raise CloudError(f"{what}: py_modules are not uploaded by rltui; put the code in the"
+                             " job's folder", transient=False, code="Unsupported")
+        if await self._call(what, lambda rest: self._exists(job_id), job_id=job_id):
+            raise CloudError(f"{what}: a job with submission id {job_id} already exists; choose"
+                             " another id, or follow it with `rltui logs`", transient=False,
+                             code="AlreadyExists")
 
-        def submit(client: JobSubmissionClient) -> str:
-            nonlocal attempt
-            attempt += 1
+        async def submit(rest: RayRest) -> str:
+            uploaded = await rest.upload_working_dir(env, SUBMIT_TIMEOUT_S)
+            body = {"entrypoint": entrypoint, "submission_id": job_id,
+                    "runtime_env": uploaded, "metadata": dict(metadata or {})}
             try:
-                return client.submit_job(entrypoint=entrypoint, runtime_env=env,
-                                         submission_id=job_id, metadata=dict(metadata or {}))
-            except RuntimeError as exc:
-                # A retry after a lost answer finds the job the first attempt created.
-                if attempt > 1 and "already exists" in str(exc):
+                _, answer = await rest.call("POST", "/api/jobs/", json_data=body,
+                                            timeout_s=SUBMIT_TIMEOUT_S)
+            except RayApiError:
+                # Absent a moment ago: if it exists now, this POST (or a lost earlier one) made it.
+                if await self._exists(job_id):
                     return job_id
                 raise
+            return str((answer or {}).get("submission_id") or job_id)
 
-        return await self._call(f"submit job {job_id}", submit, job_id=job_id,
-                                timeout_s=SUBMIT_TIMEOUT_S)
+        return await self._call(what, submit, job_id=job_id, timeout_s=SUBMIT_TIMEOUT_S)
 
     async def info(self, job_id: str) -> JobInfo:
-        return _info(await self._call(f"job {job_id}", lambda c: c.get_job_info(job_id),
-                                      job_id=job_id))
+        async def get(rest: RayRest) -> JobInfo:
+            return _info((await rest.call("GET", f"/api/jobs/{job_id}"))[1] or {})
+
+        return await self._call(f"job {job_id}", get, job_id=job_id)
 
     async def status(self, job_id: str) -> str:
         """PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
@@ -172,18 +189,25 @@ class RayJobs:
 
     async def list(self) -> list[JobInfo]:
         """Submitted jobs (not drivers started by hand), oldest first."""
-        jobs = await self._call("list jobs", lambda c: c.list_jobs())
-        infos = [_info(j) for j in jobs if getattr(j, "submission_id", None)]
+        async def get(rest: RayRest) -> list[Any]:
+            return list((await rest.call("GET", "/api/jobs/"))[1] or [])
+
+        jobs = await self._call("list jobs", get)
+        infos = [_info(j) for j in jobs if j.get("submission_id")]
         return sorted(infos, key=lambda j: j.start_time_ms or 0)
 
     async def stop(self, job_id: str) -> bool:
         """Ask the job to stop; False if it had already ended."""
-        return bool(await self._call(f"stop job {job_id}", lambda c: c.stop_job(job_id),
-                                     job_id=job_id))
+        async def post(rest: RayRest) -> bool:
+            return bool(((await rest.call("POST", f"/api/jobs/{job_id}/stop"))[1] or {}).get("stopped"))
+
+        return await self._call(f"stop job {job_id}", post, job_id=job_id)
 
     async def logs(self, job_id: str) -> str:
-        return await self._call(f"logs of job {job_id}", lambda c: c.get_job_logs(job_id),
-                                job_id=job_id)
+        async def get(rest: RayRest) -> str:
+            return str(((await rest.call("GET", f"/api/jobs/{job_id}/logs"))[1] or {}).get("logs") or "")
+
+        return await self._call(f"logs of job {job_id}", get, job_id=job_id)
 
     async def follow(self, job_id: str, on_text: Callable[[str], Any], *,
                      check_s: float = 5.0, give_up_s: float = 300.0) -> str:
@@ -207,7 +231,7 @@ class RayJobs:
             except _Delivery as exc:
                 raise exc.error from None  # on_text failed (e.g. a closed pipe): not ours to retry
             except Exception as exc:  # noqa: BLE001 - sorted below
-                err = _job_error(exc, f"logs of job {job_id}", job_id)
+                err = _job_error(exc, f"logs of job {job_id}", job_id, self.dashboard_url)
                 failing_since = failing_since or time.monotonic()
                 if not err.transient or time.monotonic() - failing_since > give_up_s:
                     raise err from exc
@@ -225,10 +249,8 @@ class RayJobs:
     async def _tail_once(self, job_id: str, cursor: _Cursor, check_s: float) -> bool:
         """One tail connection, until it ends or (silent) the job is over; True if it
         carried any text."""
-        client = await self._get_client()
         seen = 0  # characters this connection sent: it starts again at the log's beginning
-        # An async generator, which Ray annotates as AsyncIterator[str] (that has no aclose).
-        tail = cast("AsyncGenerator[str, None]", client.tail_job_logs(job_id))
+        tail = cast("AsyncGenerator[str, None]", self._rest.tail(job_id))
         async with contextlib.aclosing(tail) as chunks:
             pending = asyncio.ensure_future(anext(chunks))
             try:

@@ -14,6 +14,7 @@ import pytest
 from rltui.cloud.errors import CloudError
 from rltui.cloud.portforward import DashboardForward
 from rltui.cloud.rayjobs import RayJobs
+from rltui.cloud.rayrest import auth_headers, excludes_for, package_uri, package_zip
 from rltui.sandbox.rayhead import RayHead
 
 pytestmark = pytest.mark.slow
@@ -130,3 +131,74 @@ async def test_unknown_job_and_unreachable_dashboard(ray_head: RayHead) -> None:
     with pytest.raises(CloudError) as err:
         await RayJobs(f"http://127.0.0.1:{port}", backoff_s=0.01).status("x")
     assert err.value.transient and "Failed to connect" in err.value.message
+
+
+def _tree(root: Path) -> Path:
+    """A job folder with everything Ray's packaging treats specially."""
+    files = {"run.sh": "echo run\n", "env.sh": "SECRET=1\n", "a.sh.log": "log\n",
+             ".rayignore": "xpkclusters/\n.git/\n*.sh.log\nenv.sh\n# a comment\n!keep.sh.log\n",
+             "keep.sh.log": "kept\n", "xpkclusters/c/state.json": "{}\n", ".git/HEAD": "ref\n",
+             "__pycache__/m.pyc": "x", "sub/.gitignore": "*.tmp\n/only-here\n",
+             "sub/x.tmp": "t", "sub/only-here": "o", "sub/deep/only-here": "kept", "sub/[ab].txt": "b",
+             "data/big.bin": "0" * 5000, "skipme/f": "f"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "empty").mkdir()
+    return root
+
+
+def test_the_working_dir_package_is_the_one_ray_itself_makes(tmp_path: Path) -> None:
+    """Same content-addressed name and same files as ray 2.60's own packaging (what
+    JobSubmissionClient uploads), with no ray imported by rltui to make it."""
+    import zipfile
+
+    from ray._private.runtime_env.packaging import create_package, get_uri_for_directory
+
+    root = _tree(tmp_path / "job")
+    excludes = excludes_for(["skipme"])
+    assert package_uri(root, excludes) == get_uri_for_directory(str(root), True, excludes=excludes)
+    ours = zipfile.ZipFile(__import__("io").BytesIO(package_zip(root, excludes)))
+    create_package(str(root), tmp_path / "ray.zip", True, excludes=excludes)
+    theirs = zipfile.ZipFile(tmp_path / "ray.zip")
+    assert sorted(ours.namelist()) == sorted(theirs.namelist())
+    assert {n: ours.read(n) for n in ours.namelist()} == {n: theirs.read(n) for n in theirs.namelist()}
+    # The ignore files really did their work (a wrong matcher would agree with nothing above).
+    names = set(ours.namelist())
+    assert {"run.sh", "keep.sh.log", "sub/deep/only-here", "empty/"} <= names
+    assert not names & {"env.sh", "a.sh.log", "xpkclusters/c/state.json", ".git/HEAD",
+                        "__pycache__/m.pyc", "sub/x.tmp", "sub/only-here", "skipme/f"}
+    # Any change to the content is a new package name.
+    (root / "run.sh").write_text("echo changed\n")
+    assert package_uri(root, excludes) == get_uri_for_directory(str(root), True, excludes=excludes)
+    assert package_uri(root, excludes) != package_uri(_tree(tmp_path / "again"), excludes)
+
+
+async def test_the_job_runs_in_its_uploaded_folder_without_the_ignored_files(ray_head: RayHead,
+                                                                             tmp_path: Path) -> None:
+    root = _tree(tmp_path / "job")
+    jobs = RayJobs(ray_head.dashboard_url, backoff_s=0.05)
+    job_id = await jobs.submit(root, entrypoint="find . -type f | sort; cat run.sh", runtime_env={})
+    assert await jobs.follow(job_id, lambda _: None, check_s=0.5) == "SUCCEEDED"
+    text = await jobs.logs(job_id)
+    listed = set(text.split())
+    assert text.rstrip().endswith("\necho run")
+    assert {"./run.sh", "./keep.sh.log", "./sub/deep/only-here"} <= listed
+    assert not listed & {"./env.sh", "./a.sh.log", "./.git/HEAD", "./sub/x.tmp"}
+    # The folder changed: a new package name, uploaded, and the job sees the change.
+    (root / "run.sh").write_text("echo changed\n")
+    again = await jobs.submit(root, entrypoint="cat run.sh", runtime_env={})
+    assert await jobs.follow(again, lambda _: None, check_s=0.5) == "SUCCEEDED"
+    assert (await jobs.logs(again)).rstrip().endswith("\necho changed")
+
+
+def test_token_auth_headers_follow_rays_precedence(tmp_path: Path) -> None:
+    """RAY_AUTH_MODE=token: RAY_AUTH_TOKEN, else RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token."""
+    (tmp_path / "t").write_text("from-file\n")
+    assert auth_headers({}) == {}
+    assert auth_headers({"RAY_AUTH_TOKEN": "x"}) == {}  # auth off: nothing is sent
+    on = {"RAY_AUTH_MODE": "token"}
+    assert auth_headers({**on, "RAY_AUTH_TOKEN": "abc", "RAY_AUTH_TOKEN_PATH": str(tmp_path / "t")}) \
+        == {"Authorization": "Bearer abc"}
+    assert auth_headers({**on, "RAY_AUTH_TOKEN_PATH": str(tmp_path / "t")}) == \
+        {"Authorization": "Bearer from-file"}

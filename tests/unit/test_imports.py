@@ -7,7 +7,7 @@ import pytest
 
 HEAVY = ("textual", "grpc", "google", "kubernetes", "ray")
 PURE = ["rltui.config", "rltui.envfile", "rltui.latency", "rltui.plan", "rltui.manifests", "rltui.script", "rltui.joblog", "rltui.saves",
-        "rltui.report", "rltui.cli", "rltui.runs"]
+        "rltui.report", "rltui.cli", "rltui.runs", "rltui.cloud.rayjobs"]
 
 
 @pytest.mark.parametrize("module", PURE)
@@ -17,6 +17,31 @@ def test_module_imports_no_heavy_library(module):
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"{module} imports {out.stdout.strip()}"
+
+
+RAY_JOBS_CALL = """
+import asyncio, socket, sys
+from rltui.cloud.errors import CloudError
+from rltui.cloud.rayjobs import RayJobs
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]  # closed again: nothing listens there
+try:
+    asyncio.run(RayJobs(f"http://127.0.0.1:{port}", backoff_s=0.001).status("x"))
+except CloudError as exc:
+    print(exc.transient)
+print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'requests'}))
+"""
+
+
+def test_a_ray_job_call_loads_no_ray():
+    """The wizard's job calls speak Ray's REST API themselves (issue 13): ray.job_submission
+    (~49 MB, 0.4 s) never loads, even once a call has gone out."""
+    out = subprocess.run([sys.executable, "-c", RAY_JOBS_CALL], capture_output=True, text=True,
+                         check=True, timeout=60)
+    transient, loaded = out.stdout.strip().splitlines()[-2:]
+    assert transient == "True", out.stdout  # the call was made, and failed as unreachable
+    assert loaded == "[]", f"a Ray job call loaded {loaded}"
 
 
 def test_cli_commands_that_need_no_cloud_stay_light(tmp_path):
