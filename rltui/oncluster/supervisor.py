@@ -445,6 +445,7 @@ class Supervisor:
         state.setdefault("status", "RUNNING")
         attempts = state.setdefault("attempts", [])
         if state["status"] in FINAL:
+            self.kube.pod_watch = None  # no decision left to make from the pods: wait asleep
             return str(state["status"])
         if not attempts:
             raise SystemExit("rltui-supervisor: the run has no attempt to supervise")
