@@ -201,21 +201,21 @@ class PodWatch:
         self.synced = True
 
     def follow(self, seconds: float) -> None:
-        """Apply the pods' events for `seconds`: watches from the last resourceVersion, each ended
-        by the server at timeoutSeconds (whole seconds, as the API takes it); never raises."""
+        """Apply the pods' events for about `seconds`: watches from the last resourceVersion, each
+        ended by the server at timeoutSeconds (whole seconds, as the API takes it: so at least
+        one of a second, and the wait is rounded to whole seconds); never raises."""
         deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if left < 1:
-                time.sleep(left)
-                return
+        while True:
             try:
                 if not self.synced:
                     self.relist()
-                self._watch(int(left))
+                self._watch(max(1, round(deadline - time.monotonic())))
             except Trouble as exc:
                 self.synced = False
                 log.info("pods: %s", exc)
                 time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))  # a back-off
+            if deadline - time.monotonic() < 0.5:
+                return
 
     def _watch(self, seconds: int) -> None:
         path = self._path(watch="1", resourceVersion=self.rv, allowWatchBookmarks="true",
