@@ -7,7 +7,8 @@ sandbox: no samples, no tmux), with the Monitor and Metrics screens open: the us
 between them every half reference minute. The figures come from the sandbox's own call
 counters (its record, GET <kube_api>/_sandbox/record; rltui/sandbox/record.py), read once the
 first reference minute after both screens opened is over and again ten reference minutes
-later (reference minutes = real seconds x speed / 60, the sandbox's reference clock):
+later (reference minutes = real seconds x speed / 60, the sandbox's reference clock); the window
+opens once the screens have pods and metrics and the job supervisor has made its first look:
 
 - `timeseries_calls_per_metric_min`: ListTimeSeries calls per metric type per reference minute,
   the highest over the metric types (`monitoring:ListTimeSeries:<type>`). Goal <= 1: Cloud
@@ -87,6 +88,12 @@ async def watch_screens(info: dict[str, Any], speed: float, minutes: float) -> t
             if time.monotonic() > deadline:
                 raise SystemExit("the screens got no pods or metrics within 120 s")
             await asyncio.sleep(0.05)
+        # The job supervisor's first look (its first pod LIST) too: it starts on the cluster
+        # seconds after `rltui submit`, and the figure counts the LISTs after each one's first.
+        while not any(k.startswith("kube:LIST:pods@") for k in await asyncio.to_thread(calls, info)):
+            if time.monotonic() > deadline:
+                raise SystemExit("the job supervisor did not look at the pods within 120 s")
+            await asyncio.sleep(0.2)
         opened = time.monotonic()
         screens = ["monitor", "metrics"]
         switch_every = ref_min_s / 2
