@@ -14,12 +14,17 @@ import json
 import re
 import subprocess
 import threading
+import time
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from rltui.oncluster import supervisor as sup
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -250,6 +255,91 @@ def test_rbac_answers_can_i_for_the_service_account(box) -> None:
     assert can_i("list", "configmaps") == "no"  # resourceNames cannot allow a list without a name
     assert can_i("get", "rayclusters.ray.io") == "yes"
     assert kubectl(box, "auth", "can-i", "list", "secrets").stdout.strip() == "yes"  # the owner
+
+
+class CountingKube(sup.Kube):
+    """The supervisor's own in-cluster client, noting each request it sends (method, path, query)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__(env)
+        self.sent: list[tuple[str, str, dict[str, str]]] = []
+
+    def _request(self, method: str, path: str, body: object = None,
+                 content_type: str = "application/json") -> urllib.request.Request:
+        url = urllib.parse.urlsplit(path)
+        self.sent.append((method, url.path, dict(urllib.parse.parse_qsl(url.query))))
+        return super()._request(method, path, body, content_type)
+
+    def pod_calls(self) -> list[dict[str, str]]:
+        return [q for m, path, q in self.sent if m == "GET" and path == "/api/v1/namespaces/default/pods"]
+
+
+def _ray_pod(core, name: str, cluster: str = "watched") -> None:
+    core.create_namespaced_pod("default", {"metadata": {"name": name, "labels": {"ray.io/cluster": cluster}},
+                                           "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+
+
+def test_the_supervisor_follows_its_pods_with_one_list_then_watches(box, core, tmp_path: Path) -> None:
+    """The real supervisor's PodWatch, as the ServiceAccount (a token from the TokenRequest API):
+    one LIST, then watches resumed from the last resourceVersion, which see what changed while no
+    watch was open; a resourceVersion the history no longer holds (410) lists once again."""
+    token = core.create_namespaced_service_account_token("rltui-supervisor", "default", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}})
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text(token.status.token)
+    (sa / "ca.crt").write_bytes(box.tls.ca_pem)
+    (sa / "namespace").write_text("default")
+    host, port = box.kube_endpoint.rsplit(":", 1)
+    kube = CountingKube({"RLTUI_SERVICE_ACCOUNT_DIR": str(sa), "KUBERNETES_SERVICE_HOST": host,
+                         "KUBERNETES_SERVICE_PORT": port})
+    _ray_pod(core, "w-head")
+    _ray_pod(core, "w-worker-0")
+    _ray_pod(core, "elsewhere", cluster="other")
+
+    def names() -> set[str]:
+        return {p["metadata"]["name"] for p in kube.ray_pods("watched")}
+
+    assert names() == {"w-head", "w-worker-0"}
+    listed = kube.pod_calls()
+    assert [q.get("watch") for q in listed] == [None]  # the one LIST
+    list_rv = kube.pod_watch.rv if kube.pod_watch else ""
+    assert list_rv
+
+    # Changes while no watch is open: the next one, from the LIST's resourceVersion, brings them.
+    core.delete_namespaced_pod("w-worker-0", "default", grace_period_seconds=0)
+    _ray_pod(core, "w-worker-1")
+    # ... and one during the watch, streamed as it happens.
+    timer = threading.Timer(0.3, _ray_pod, (core, "w-worker-2"))
+    timer.start()
+    t0 = time.monotonic()
+    kube.follow(1.0)  # the sandbox's poll (at least a second): one watch of timeoutSeconds=1
+    timer.join()
+    assert 0.9 < time.monotonic() - t0 < 4
+    assert names() == {"w-head", "w-worker-1", "w-worker-2"}
+    watches = kube.pod_calls()[1:]
+    assert watches and all(q["watch"] == "1" and q["allowWatchBookmarks"] == "true" for q in watches)
+    assert watches[0]["resourceVersion"] == list_rv and watches[0]["timeoutSeconds"] == "1"
+    assert [q for q in kube.pod_calls() if "watch" not in q] == [listed[0]]  # no LIST since
+    # A BOOKMARK (the sandbox sends one every 0.3 s here) carried the store's newest version.
+    assert int(kube.pod_watch.rv) >= int(box.fn(lambda: box.store.resource_version)) - 2
+
+    # Past the history (1000 events) while no watch is open: 410, one LIST, then watching again.
+    async def churn() -> None:
+        await box.store.create("configmaps", {"metadata": {"name": "churn"}, "data": {"n": "0"}}, "default")
+        for n in range(1001):
+            await box.store.patch("configmaps", "churn", {"data": {"n": str(n)}}, "default")
+    box.call(churn(), timeout=30)
+    _ray_pod(core, "w-worker-3")
+    before = len(kube.pod_calls())
+    kube.follow(1.0)
+    after = kube.pod_calls()[before:]
+    assert [q.get("watch") for q in after][:3] == ["1", None, "1"]  # the 410, the LIST, the watch
+    assert names() == {"w-head", "w-worker-1", "w-worker-2", "w-worker-3"}
+    assert len(kube.pod_calls()) == before + len(after)  # names() used the cache
+    for name in ("w-head", "w-worker-1", "w-worker-2", "w-worker-3", "elsewhere"):
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    core.delete_namespaced_config_map("churn", "default")
 
 
 def test_deployment_status_is_what_the_controller_writes(box, core, tools) -> None:

@@ -114,7 +114,7 @@ def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_
     imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
                 if isinstance(n, ast.Import)} | {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
                                                   if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "calendar", "json", "logging", "os", "re", "signal", "ssl", "sys",
+    assert imported <= {"__future__", "calendar", "http", "json", "logging", "os", "re", "signal", "ssl", "sys",
                         "tempfile", "time", "urllib", "pathlib", "typing", "ray"}
 
 
