@@ -218,6 +218,7 @@ def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
     assert [int(s) for s, _ in steps] == list(range(1, 21)), "each step exactly once, in order"
     assert "Step 20/20" in logs.stdout
     user["follow_out"] = logs.stdout
+    user["first_job"] = job_id
 
 
 def test_logs_without_follow_ends_with_the_jobs_status(user):
@@ -230,6 +231,30 @@ def test_logs_without_follow_ends_with_the_jobs_status(user):
     assert [int(s) for s, _ in re.findall(r"=+ Step (\d+)/(\d+) =+", out.stdout)] == list(range(1, 21))
     body = out.stdout[: -len("SUCCEEDED\n")]
     assert user["follow_out"].startswith(body), "the same log --follow gave"
+
+
+def test_a_second_run_is_listed_and_compared_beside_the_first(user):
+    """Issue 14: two sandbox runs in `rltui runs` (no env.sh, no sandbox needed to read them)
+    and `rltui runs compare A B` with both side by side, step by step. A new submit gets a
+    checkpoint folder of its own, so the second run trains its 20 steps again."""
+    out = rltui(user, "submit")
+    assert out.returncode == 0, out.stderr
+    first, second = user["first_job"], out.stdout.strip().splitlines()[-1]
+    logs = rltui(user, "logs", "--follow")
+    assert logs.returncode == 0 and logs.stdout.rstrip().splitlines()[-1] == "SUCCEEDED", logs.stderr[-2000:]
+
+    def runs(*args):
+        return subprocess.run([sys.executable, "-m", "rltui.cli", "runs", *args], env=user["env"],
+                              capture_output=True, text=True, timeout=60, cwd=user["home"])
+    listed = json.loads(runs("--json").stdout)
+    assert sorted(r["id"] for r in listed) == sorted([first, second])
+    assert all((r["status"], r["steps"]) == ("SUCCEEDED", 20) for r in listed), listed
+    compare = runs("compare", first, second)
+    assert compare.returncode == 0, compare.stderr
+    text = compare.stdout
+    assert f"A  {first}" in text and f"B  {second}" in text
+    rows = re.findall(r"^\s*(\d+)\s+(-?\d\.\d{4})\s+(-?\d\.\d{4})\s", text, re.MULTILINE)
+    assert [int(step) for step, _a, _b in rows] == list(range(1, 21)), text
 
 
 def test_a_program_outside_rltui_sees_what_google_would_show(user, tmp_path):
@@ -276,8 +301,9 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     # Its run's summary stays: `rltui runs` lists it, ended, with every step (rltui/runs.py).
     runs = subprocess.run([sys.executable, "-m", "rltui.cli", "runs", "--json"], env=user["env"],
                           capture_output=True, text=True, timeout=60, cwd=user["home"])
-    [run] = json.loads(runs.stdout)
-    assert (run["status"], run["steps"], run["attempts"]) == ("SUCCEEDED", 20, 1), run
+    listed = json.loads(runs.stdout)
+    assert len(listed) == 2 and all((run["status"], run["steps"], run["attempts"]) == ("SUCCEEDED", 20, 1)
+                                    for run in listed), listed
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import compute_v1
 
