@@ -45,7 +45,7 @@ class KeyBar(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
         super().__init__(id=id)
-        self._spans: list[tuple[int, int, str]] = []   # [start, end) columns -> key
+        self._spans: list[tuple[int, int, Hint]] = []   # [start, end) columns -> the hint drawn there
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -120,18 +120,18 @@ class KeyBar(Widget):
             key_style, desc_style = key_style + dim, desc_style + dim
         text.append(hint.display, style=key_style)
         text.append(f" {hint.description}", style=desc_style)
-        self._spans.append((start, text.cell_len, hint.key))
+        self._spans.append((start, text.cell_len, hint))
         text.append(GAP)
 
-    def key_at(self, x: int) -> str | None:
-        return next((key for start, end, key in self._spans if start <= x < end), None)
+    def hint_at(self, x: int) -> Hint | None:
+        """The hint drawn at column x by the last render (what the user clicked)."""
+        return next((hint for start, end, hint in self._spans if start <= x < end), None)
 
     def on_click(self, event: events.Click) -> None:
-        key = self.key_at(event.x)
-        if key is None:
+        hint = self.hint_at(event.x)
+        if hint is None:
             return
-        left, pinned, palette = self.hints()
-        if any(h.key == key and not h.enabled for h in [*left, *pinned, *([palette] if palette else [])]):
-            self.app.bell()
+        if hint.enabled:
+            self.app.simulate_key(hint.key)
         else:
-            self.app.simulate_key(key)
+            self.app.bell()

@@ -44,7 +44,7 @@ async def test_a_click_on_a_hint_presses_its_key(wizard_app):
     async with app.run_test(size=(80, 24)) as pilot:
         bar = app.screen.query_one(KeyBar)
         footer(app)   # lays the hints out
-        x = next(start for start, _end, key in bar._spans if key == "question_mark")
+        x = next(start for start, _end, hint in bar._spans if hint.key == "question_mark")
         await pilot.click(KeyBar, offset=(x + 1, 0))
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
