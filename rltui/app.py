@@ -244,9 +244,7 @@ class RLTuiApp(App):
         """The plan as the Provision screen draws it: steps, critical path, ETA (no I/O)."""
         if self.session is None or self.session.cfg is None:
             return
-        from .plan.view import plan_view
-
-        self.bus.plan.publish(plan_view(self.session.runner(), self.session.endpoints.time_scale))
+        self.bus.plan.publish(self.session.plan_view())
 
     def _on_run_event(self, event: Any) -> None:
         self.bus.run_event.publish(event)

@@ -367,9 +367,9 @@ def cmd_wizard(args: argparse.Namespace) -> int:
         return endpoints_for(args.sandbox)
 
     def session() -> Any:
-        from .session import Session
+        from .remote import RemoteSession  # the cloud clients load in its worker process
 
-        return Session(env_path, endpoints)
+        return RemoteSession(env_path, endpoints)
 
     header = HeaderInfo(mode="SANDBOX" if args.sandbox else "Google Cloud")
     RLTuiApp(_DeferredSession(session), header=header).run()

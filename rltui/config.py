@@ -108,6 +108,9 @@ class ConfigError(ValueError):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses to the wizard (rltui/cloudworker.py)
+        return (ConfigError, (self.problems,))
+
 
 # --- Field rules ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
+    from .plan.view import PlanView
 
     Listener = Callable[[RunEvent], None]
 
@@ -147,6 +148,12 @@ class Session:
         elif listener is not None:
             self._runner.listener = listener
         return self._runner
+
+    def plan_view(self) -> PlanView:
+        """The plan as the Provision screen draws it: steps, critical path, ETA (no I/O)."""
+        from .plan.view import plan_view
+
+        return plan_view(self.runner(), self.endpoints.time_scale)
 
     async def up(self, listener: Listener, targets: set[str] | None = None) -> RunResult:
         return await self.runner(listener).up(targets)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..backoff import delay_s
 
@@ -42,6 +42,15 @@ class CloudError(Exception):
         # Set by retry() when its attempts ran out on a transient failure: the call's retry
         # budget is spent, so the step above does not retry it again (no nested budgets).
         self.exhausted = False
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keyword-only fields: Exception's pickling drops them
+        return (_cloud_error, (self.message, self.transient, self.code, self.exhausted))
+
+
+def _cloud_error(message: str, transient: bool, code: str, exhausted: bool) -> CloudError:
+    err = CloudError(message, transient=transient, code=code)
+    err.exhausted = exhausted
+    return err
 
 
 def _status_code(exc: BaseException) -> int | None:

@@ -142,6 +142,9 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     assert saved >= 2, text
     timed = re.findall(r"│\s+\d+\s+~?\d\d:\d\d:\d\d\s+[\d.]+ s", text)
     assert timed and not re.search(r"│\s+\d+\s+\?\s", text), text   # each save has its time
+    # The chart's first points come with the first Cloud Monitoring answer (its title then
+    # names the peak): full screen shows what is drawn, so wait for it to be drawn.
+    terminal.wait_for("Lustre write throughput (", "peak ", timeout=30)
     terminal.keys("C-o")
     text = terminal.wait_for("marker ", timeout=15)
     markers = [line for line in text.splitlines() if "marker " in line]

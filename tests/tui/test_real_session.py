@@ -13,6 +13,7 @@ import pytest
 
 from rltui.app import RLTuiApp
 from rltui.cloud.endpoints import Endpoints
+from rltui.remote import RemoteSession
 from rltui.session import Session
 from rltui.widgets.chrome import HeaderInfo
 
@@ -20,14 +21,15 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 pytestmark = pytest.mark.slow
 
 
-async def test_preflight_on_the_sandbox_reports_what_the_real_tools_say(sandbox, tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", [Session, RemoteSession], ids=["in-process", "worker"])
+async def test_preflight_on_the_sandbox_reports_what_the_real_tools_say(kind, sandbox, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     env_path = tmp_path / "env.sh"
     # A project of its own: the shared sandbox's others may have had their APIs enabled already.
     text = (ASSETS / "sandbox.env.sh").read_text()
     env_path.write_text(re.sub(r'PROJECT_ID="[^"]*"', 'PROJECT_ID="tui-preflight-fresh"', text))
     env_path.chmod(0o600)
-    session = Session(env_path, lambda: Endpoints.sandbox(sandbox))
+    session = kind(env_path, lambda: Endpoints.sandbox(sandbox))  # the wizard's is RemoteSession
     assert session.cfg is not None and session.cfg.project_id == "tui-preflight-fresh"
     app = RLTuiApp(session, header=HeaderInfo(mode="SANDBOX"))
     async with app.run_test(size=(120, 40)) as pilot:
