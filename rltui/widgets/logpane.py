@@ -46,15 +46,21 @@ MAX_LINES = 10_000
 STRIP_CACHE = 1024  # strips by line text: a screen's rows, many times over
 
 
-def _widest(lines: list[str]) -> int:
-    """The cells of the widest line: `len` when the batch is ASCII without tabs (one cell a
-    character; Log._process_line swaps control codes one for one), else `cell_len` of the
-    lines that are not."""
+def _widest(lines: list[str], floor: int = 0) -> int:
+    """The cells of the widest line, or `floor` if none is wider: `len` for ASCII lines
+    without tabs (one cell a character; Log._process_line swaps control codes one for one),
+    `cell_len` for the others, and only where it could beat the widest (a character is at
+    most two cells wide)."""
     joined = "".join(lines)
     if joined.isascii() and "\t" not in joined:
-        return max(map(len, lines))
-    return max(len(line) if line.isascii() and "\t" not in line
-               else cell_len(Log._process_line(line)) for line in lines)
+        return max(floor, max(map(len, lines)))
+    odd = [line for line in lines if not line.isascii() or "\t" in line]
+    plain = [line for line in lines if line.isascii() and "\t" not in line] if odd else lines
+    best = max(floor, max(map(len, plain), default=0))
+    for line in odd:
+        if "\t" in line or 2 * len(line) > best:
+            best = max(best, cell_len(Log._process_line(line)))
+    return best
 
 
 def clean(line: str) -> str:
@@ -152,7 +158,7 @@ class BoundedLog(ScrollView, can_focus=True):
         if removed > 0 and self.current is not None:
             self.current = self.current - removed if self.current >= removed else None
         self._lines.extend(lines)
-        self._width = max(self._width, _widest(lines))
+        self._width = _widest(lines, self._width)
         size = Size(self._width, len(self._lines))
         if size != self.virtual_size:  # layout=True: set only when it changes
             self.virtual_size = size
@@ -348,6 +354,7 @@ class JobLogPane(Vertical):
         self.matches = 0
         self._incoming: list[str] = []
         self._flush_pending = False
+        self._state_shown: Text | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="log-bar"):
@@ -472,4 +479,6 @@ class JobLogPane(Vertical):
             text.append(f"paused — {log.unseen:,} new lines" if log.unseen else "paused",
                         style="bold reverse")
             text.append("  end: follow", style="dim")
-        state.update(text)
+        if text != self._state_shown:  # unchanged while following: no repaint each flush
+            self._state_shown = text
+            state.update(text, layout=False)  # one row, 1fr wide: its size never changes
