@@ -382,7 +382,7 @@ class RLTuiApp(App):
         from .joblog import CheckpointEvent, JobLogParser, RunTracker
         from .saves import SaveTimeline
 
-        parser, tracker = JobLogParser(), RunTracker()
+        parser, tracker = JobLogParser(log_lines=False), RunTracker()  # the pane shows lines
         timeline = self._save_timeline = SaveTimeline()
         partial = [""]
 
