@@ -377,15 +377,26 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="logs", exit_on_error=False)
     async def follow_logs(self) -> None:
+        import gc
+
         from .joblog import CheckpointEvent, JobLogParser, RunTracker
         from .saves import SaveTimeline
 
-        parser, tracker = JobLogParser(), RunTracker()
+        parser, tracker = JobLogParser(log_lines=False), RunTracker()  # the pane shows lines
         timeline = self._save_timeline = SaveTimeline()
         partial = [""]
+        # Once a process, at the first text (the follower's clients exist by then): what lives
+        # then (imports, screens, clients) leaves the cyclic collector's scans ("gc.freeze",
+        # Python docs, gc module). Full collections walked it all, 180-400 ms each, 20 times in
+        # a 1M-line burst: the keys' p95 (issue 13). Refcounting still frees plain garbage.
+        # (get_freeze_count walks the frozen list: asked once here, not per delivery.)
+        freeze = [not gc.get_freeze_count()]
 
         def on_text(text: str) -> None:
             arrived = time.time()  # a save's moment: when its line arrives (rltui/saves.py)
+            if freeze[0]:
+                freeze[0] = False
+                gc.freeze()
             lines = (partial[0] + text).split("\n")
             partial[0] = lines.pop()
             buffer = self._log_buffer

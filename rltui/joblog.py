@@ -299,7 +299,8 @@ class JobLogParser:
     (a block closed by this line, then the line's own event).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log_lines: bool = True) -> None:
+        self._log_lines = log_lines  # False: no LogLine events (the app shows lines itself)
         self._buf: list[str] = []
         self._buf_len = 0
         self._swallow_lf = False  # the last chunk ended in "\r": a leading "\n" ends nothing
@@ -317,6 +318,21 @@ class JobLogParser:
 
     def feed(self, text: str) -> list[Event]:
         out: list[Event] = []
+        if "\r" not in text and not self._swallow_lf:
+            # The common chunk: lines end at "\n" only. One split instead of a regex match
+            # and a buffer join per line (issue 13: ~12 us a line under a 20k lines/s burst).
+            *lines, rest = text.split("\n")
+            if lines:
+                first, *others = lines
+                if self._buf_len:
+                    self._take(first)
+                    self._end_line(out, False)
+                else:
+                    self._line(first[:MAX_LINE_CHARS], out, False)
+                for line in others:
+                    self._line(line[:MAX_LINE_CHARS], out, False)
+            self._take(rest)
+            return out
         pos = 0
         if self._swallow_lf and text:
             self._swallow_lf = False
@@ -352,6 +368,9 @@ class JobLogParser:
         raw = "".join(self._buf)
         self._buf.clear()
         self._buf_len = 0
+        self._line(raw, out, bare_cr)
+
+    def _line(self, raw: str, out: list[Event], bare_cr: bool) -> None:
         text = strip_ansi(raw) if "\x1b" in raw or "\x9b" in raw else raw
         source: str | None = None
         m = _PREFIX.match(text) if text.startswith("(") else None
@@ -363,7 +382,8 @@ class JobLogParser:
         r = _REPEAT.search(text) if "[repeated " in text else None
         if r:
             repeat, text = int(r["n"]), text[: r.start()].rstrip()
-        out.append(LogLine(text, source, repeat))
+        if self._log_lines:
+            out.append(LogLine(text, source, repeat))
         self._after_cr, self._cr_source = bare_cr, source
         self._interpret(text, source, out)
 
@@ -415,7 +435,8 @@ class JobLogParser:
             return None
         if head == "▶":
             return self._phase(line)
-        if kind := _HEADERS.get(line) or ("timing" if _TIMING_HEADER.fullmatch(line) else None):
+        if kind := _HEADERS.get(line) or (
+                "timing" if "Timing:" in line and _TIMING_HEADER.fullmatch(line) else None):
             self._block = _Block(kind)
             return None
         if head == "S" and (m := _SAVE.fullmatch(line)):
@@ -429,7 +450,7 @@ class JobLogParser:
         if head == "📊" and (m := _CKPT_DIR.fullmatch(line)):
             self._checkpoint_dir = m["path"].rstrip("/") or m["path"]
             return CheckpointDirectory(self._checkpoint_dir)
-        if m := _LOADED.fullmatch(line):
+        if "dataloader loaded" in line and (m := _LOADED.fullmatch(line)):
             return DataloaderLoaded(int(m[1]))
         if reason := _ENDINGS.get(line):
             return RunEnded(reason)

@@ -62,20 +62,26 @@ class Save:
 
 
 class _Entry:
-    __slots__ = ("arrived", "bound", "burst", "path", "seconds", "step", "u")
+    __slots__ = ("arrived", "burst", "first", "path", "save", "seconds", "step", "u")
 
     def __init__(self, step: int, arrived: float, burst: bool) -> None:
         self.step, self.arrived, self.burst = step, arrived, burst
         self.u: float | None = None      # its offset on the chain, once its step has ended
-        self.bound = math.inf            # min(arrived_j - u_j) over anchors after it
+        self.first = 0                   # its bound: min of the chain's anchors from this one
         self.seconds: float | None = None
         self.path: str | None = None
+        self.save: Save | None = None    # the last answer, reused while it holds
 
 
 class _Chain:
-    """The steps of one uninterrupted run: offsets from `Total step time`s."""
+    """The steps of one uninterrupted run: offsets from `Total step time`s.
 
-    __slots__ = ("best", "entries", "last_step", "pending", "u")
+    An entry's bound is min(arrived_j - u_j) over the anchors made after its step ended. The
+    chain keeps the anchors' values in order and each entry the index of its first one, so an
+    anchor costs O(1) and saves() resolves every bound with one suffix minimum (walking the
+    entries on each anchor was quadratic in a backlog: 16 s of a 1M-line burst, issue 13)."""
+
+    __slots__ = ("anchors", "best", "entries", "fresh", "last_step", "pending", "u")
 
     def __init__(self) -> None:
         self.u = 0.0                        # offset of the newest step end
@@ -83,16 +89,31 @@ class _Chain:
         self.last_step: int | None = None
         self.entries: list[_Entry] = []
         self.pending: _Entry | None = None  # the save whose step has not ended yet
+        self.anchors: list[float] = []
+        self.fresh = False                  # an entry's step ended since the last anchor kept
 
     def anchor(self, arrived: float) -> None:
         value = arrived - self.u
-        self.best = min(self.best, value)
-        for entry in reversed(self.entries):
-            if entry.u is None:
-                continue
-            if entry.bound <= value:
-                break
-            entry.bound = value
+        if value < self.best:
+            self.best = value
+        if not self.fresh and self.anchors and self.anchors[-1] <= value:
+            return  # every entry's bound is already at most the last value: this one is moot
+        self.anchors.append(value)
+        self.fresh = False
+
+    def ended(self, entry: _Entry) -> None:
+        """The entry's step ended: its bound takes the anchors from now on."""
+        entry.first = len(self.anchors)
+        self.fresh = True
+
+    def bounds(self) -> list[float]:
+        """suffix[i] = min(anchors[i:]); suffix[len] = inf."""
+        suffix = [math.inf] * (len(self.anchors) + 1)
+        low = math.inf
+        for i in range(len(self.anchors) - 1, -1, -1):
+            low = min(low, self.anchors[i])
+            suffix[i] = low
+        return suffix
 
 
 class SaveTimeline:
@@ -133,6 +154,7 @@ class SaveTimeline:
                 seconds = ev.seconds("checkpointing")
                 if pending is not None and seconds is not None:
                     pending.u, pending.seconds = chain.u - seconds, seconds
+                    chain.ended(pending)
             elif isinstance(ev, CheckpointEvent):
                 entry = next((e for e in reversed(chain.entries) if e.step == ev.step), None)
                 if entry is not None:
@@ -159,16 +181,23 @@ class SaveTimeline:
             older.anchor(newer.best)  # the newer run's origin, as an arrival after older's end
 
     def saves(self) -> list[Save]:
-        """Every save seen, oldest first; a step saved again (a rerun) keeps its newest."""
+        """Every save seen, oldest first; a step saved again (a rerun) keeps its newest. An
+        answer that did not change is the same Save object as last time."""
         out: dict[int, Save] = {}
+        tolerance = self.tolerance_s
         for chain in self._chains:
+            suffix = chain.bounds()
             for e in chain.entries:
+                old = e.save
                 if e.u is None:
-                    out[e.step] = Save(e.step, e.arrived, e.seconds, e.path, estimated=e.burst)
-                    continue
-                started = min(e.arrived, e.u + e.bound)
-                out[e.step] = Save(e.step, started, e.seconds, e.path,
-                                   estimated=e.arrived - started > self.tolerance_s)
+                    started, estimated = e.arrived, e.burst
+                else:
+                    started = min(e.arrived, e.u + suffix[e.first])
+                    estimated = e.arrived - started > tolerance
+                if old is None or old.started != started or old.seconds != e.seconds or \
+                        old.path != e.path or old.estimated != estimated:
+                    old = e.save = Save(e.step, started, e.seconds, e.path, estimated=estimated)
+                out[e.step] = old
         return [out[k] for k in sorted(out)]
 
 

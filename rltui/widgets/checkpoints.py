@@ -64,14 +64,26 @@ class CheckpointsList(Widget):
     def add(self, event: CheckpointEvent) -> None:
         """A save known from its event only; a timed Save of the same step stays."""
         if not isinstance(self._saved.get(event.step), Save):
+            height = self._height()
             self._saved[event.step] = event
-            self.refresh(layout=True)
+            self._repaint(height)
 
     def show(self, saves: list[Save]) -> None:
+        height = self._height()
+        saved = self._saved
         for save in saves:
-            self._saved[save.step] = save
+            if saved.get(save.step) is not save:  # saves() hands the same object when unchanged
+                saved[save.step] = save
         self._count_estimated()
-        self.refresh(layout=True)
+        self._repaint(height)
+
+    def _height(self) -> tuple[int, bool]:
+        return min(len(self._saved), MAX_ROWS + 1), self._estimated
+
+    def _repaint(self, height: tuple[int, bool]) -> None:
+        """A layout only when the rows' count (capped) or the legend changed: a burst adds
+        saves every frame, and a layout there re-rendered the whole screen (issue 13)."""
+        self.refresh(layout=self._height() != height)
 
     @property
     def checkpoints(self) -> list[CheckpointEvent | Save]:

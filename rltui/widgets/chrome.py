@@ -71,7 +71,7 @@ class HeaderInfo:
 class WizardHeader(Widget):
     """` rltui  SANDBOX  project P  cluster C  job RUNNING 7/20  cost $1,234 est ($324/h)  12:04 `"""
 
-    info: reactive[HeaderInfo] = reactive(HeaderInfo, layout=True)
+    info: reactive[HeaderInfo] = reactive(HeaderInfo)  # one row (chrome.tcss): a repaint, no layout
 
     def on_mount(self) -> None:
         # The clock moves on its own, not only when something else redraws the header.

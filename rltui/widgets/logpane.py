@@ -23,22 +23,44 @@ the y axis only, so the reader's x position stays.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.cache import LRUCache
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
 from textual.message import Message
+from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollTo, ScrollUp
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from ..joblog import strip_ansi
 
 MAX_LINES = 10_000
+STRIP_CACHE = 1024  # strips by line text: a screen's rows, many times over
+
+
+def _widest(lines: list[str], floor: int = 0) -> int:
+    """The cells of the widest line, or `floor` if none is wider: `len` for ASCII lines
+    without tabs (one cell a character; Log._process_line swaps control codes one for one),
+    `cell_len` for the others, and only where it could beat the widest (a character is at
+    most two cells wide)."""
+    joined = "".join(lines)
+    if joined.isascii() and "\t" not in joined:
+        return max(floor, max(map(len, lines)))
+    odd = [line for line in lines if not line.isascii() or "\t" in line]
+    plain = [line for line in lines if line.isascii() and "\t" not in line] if odd else lines
+    best = max(floor, max(map(len, plain), default=0))
+    for line in odd:
+        if "\t" in line or 2 * len(line) > best:
+            best = max(best, cell_len(Log._process_line(line)))
+    return best
 
 
 def clean(line: str) -> str:
@@ -47,11 +69,42 @@ def clean(line: str) -> str:
     return line.rsplit("\r", 1)[-1] if "\r" in line else line
 
 
-class BoundedLog(Log):
-    """A Log that keeps at most `max_lines`, repaints after pruning, and knows if it follows."""
+def clean_lines(lines: list[str]) -> list[str]:
+    """`clean` of each line, blank ones as " " (a row of the pane): one regex pass over the
+    batch joined (no escape sequence spans a newline except an OSC, which falls back to the
+    line-by-line path), and the progress-bar cut only where a line holds a \\r."""
+    joined = "\n".join(lines)
+    if "\x1b]" in joined or joined.count("\n") != len(lines) - 1:
+        return [clean(line) or " " for line in lines]
+    if "\x1b" in joined or "\x9b" in joined:
+        joined = strip_ansi(joined)
+    out = joined.split("\n")
+    if "\r" in joined:
+        out = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out]
+    return [line or " " for line in out]
 
+
+class BoundedLog(ScrollView, can_focus=True):
+    """The job's lines: at most `max_lines`, following until the reader scrolls up.
+
+    A line-API widget (Textual's own `Log`, textual/widgets/_log.py, is the model: a
+    ScrollView whose `render_line` draws one row) that does less per line: lines go into a
+    bounded deque (no per-line split, no width thread), the width is taken from `len` for a
+    batch of ASCII lines (one cell each) and from `cell_len` only for the others, and rows
+    are drawn only when visible, from strips cached by the line's text (Log's cache holds a
+    strip only while a selection exists, so it rebuilt every visible strip each frame). A
+    write asks for one repaint, which Textual coalesces to one a frame.
+    """
+
+    ALLOW_SELECT = True
     COMPONENT_CLASSES = {"log--match", "log--current"}
     DEFAULT_CSS = """
+    BoundedLog {
+        background: $surface;
+        color: $text;
+        overflow: scroll;
+        &:focus { background-tint: $foreground 5%; }
+    }
     BoundedLog > .log--match { background: $warning 40%; }
     BoundedLog > .log--current { background: $accent; color: $text; text-style: bold; }
     """
@@ -62,13 +115,25 @@ class BoundedLog(Log):
             self.following = following
 
     def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
-        super().__init__(max_lines=max_lines, auto_scroll=False, **kwargs)
+        super().__init__(**kwargs)
+        self.max_lines = max_lines
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._width = 0
+        self._strips: LRUCache[str, Strip] = LRUCache(STRIP_CACHE)
         self.following = True
         self.pending: deque[str] = deque(maxlen=max_lines)
         self.unseen = 0            # lines that arrived while paused (the queue keeps the newest)
         self.query_text = ""
         self.current: int | None = None   # the line of the current search match
         self._writing = False
+
+    @property
+    def lines(self) -> Sequence[str]:
+        return self._lines
+
+    @property
+    def line_count(self) -> int:
+        return len(self._lines)
 
     # --- writing ---
 
@@ -82,23 +147,84 @@ class BoundedLog(Log):
             return
         self._write(lines)
 
-    def _write(self, lines: Iterable[str]) -> None:
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> None:
+        """Append lines (each one row); to the end when `scroll_end` or following."""
+        self._write(list(lines), scroll_end=scroll_end)
+
+    def _write(self, lines: list[str], scroll_end: bool | None = None) -> None:
+        if not lines:
+            return
+        removed = len(self._lines) + len(lines) - self.max_lines
+        if removed > 0 and self.current is not None:
+            self.current = self.current - removed if self.current >= removed else None
+        self._lines.extend(lines)
+        self._width = _widest(lines, self._width)
+        size = Size(self._width, len(self._lines))
+        if size != self.virtual_size:  # layout=True: set only when it changes
+            self.virtual_size = size
         self._writing = True
         try:
-            self.write_lines(lines, scroll_end=False)
-            if self.following:
+            if self.following if scroll_end is None else scroll_end:
                 self.scroll_end(animate=False, immediate=True, x_axis=False)
         finally:
             self._writing = False
+        self.refresh()  # the rows under the view moved even when the scroll did not
 
-    def _prune_max_lines(self) -> None:
-        before = len(self._lines)
-        super()._prune_max_lines()
-        removed = before - len(self._lines)
-        if removed:
-            if self.current is not None:
-                self.current = self.current - removed if self.current >= removed else None
-            self.refresh()  # the fix: at the end already, scroll_end would repaint nothing
+    def clear(self) -> None:
+        self._lines.clear()
+        self._width = 0
+        self._strips.clear()
+        self.current = None
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
+    # --- drawing ---
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self._lines)), "\n"
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        rich_style = self.rich_style
+        if index >= len(self._lines):
+            return Strip.blank(width, rich_style)
+        strip = self._line_strip(index, rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(
+            scroll_x, index)
+
+    def _line_strip(self, y: int, rich_style: Style) -> Strip:
+        raw = self._lines[y]
+        selection = self.text_selection
+        plain = not self.query_text and selection is None
+        if plain and (cached := self._strips.get(raw)) is not None:
+            return cached
+        line = Log._process_line(raw)
+        text = Text(line, no_wrap=True)
+        text.stylize(rich_style)
+        if selection is not None:
+            if (span := selection.get_span(y)) is not None:
+                start, end = span
+                text.stylize(self.screen.get_component_rich_style("screen--selection"),
+                             start, len(text) if end == -1 else end)
+        elif self.query_text:
+            if y == self.current:
+                text.stylize(self.get_component_rich_style("log--current"))
+            else:
+                text.highlight_words([self.query_text], self.get_component_rich_style(
+                    "log--match"), case_sensitive=False)
+        strip = Strip(text.render(self.app.console), cell_len(line))
+        if plain:
+            self._strips[raw] = strip
+        return strip
 
     # --- following ---
 
@@ -208,19 +334,6 @@ class BoundedLog(Log):
         self.query_text, self.current = "", None
         self.refresh()
 
-    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
-        if not self.query_text or self.text_selection is not None:
-            return super()._render_line_strip(y, rich_style)
-        line = self._process_line(self._lines[y])
-        text = Text(line, no_wrap=True)
-        text.stylize(rich_style)
-        if y == self.current:
-            text.stylize(self.get_component_rich_style("log--current"))
-        else:
-            mark = self.get_component_rich_style("log--match")
-            text.highlight_words([self.query_text], mark, case_sensitive=False)
-        return Strip(text.render(self.app.console), cell_len(line))
-
 
 class JobLogPane(Vertical):
     """Title with the follow state, the log, and a search box (ctrl+f) under it."""
@@ -241,6 +354,7 @@ class JobLogPane(Vertical):
         self.matches = 0
         self._incoming: list[str] = []
         self._flush_pending = False
+        self._state_shown: Text | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="log-bar"):
@@ -279,8 +393,7 @@ class JobLogPane(Vertical):
     def _flush(self) -> None:
         self._flush_pending = False
         batch, self._incoming = self._incoming[-self._max_lines:], []
-        # Log.write_lines drops "" (it splits each line again): keep blank lines as " ".
-        self.log_widget.push([clean(line) or " " for line in batch])
+        self.log_widget.push(clean_lines(batch))  # blank lines as " " (pane_text undoes it)
         self._show_state()
 
     def follow(self) -> None:
@@ -366,4 +479,6 @@ class JobLogPane(Vertical):
             text.append(f"paused — {log.unseen:,} new lines" if log.unseen else "paused",
                         style="bold reverse")
             text.append("  end: follow", style="dim")
-        state.update(text)
+        if text != self._state_shown:  # unchanged while following: no repaint each flush
+            self._state_shown = text
+            state.update(text, layout=False)  # one row, 1fr wide: its size never changes

@@ -317,6 +317,17 @@ def test_any_chunking_of_the_noisy_log_gives_the_same_events(cuts: list[int]) ->
     assert parse(*_chunks(NOISY_LOG, cuts)) == parse(NOISY_LOG)
 
 
+def test_lines_ending_in_lf_only_parse_as_the_same_lines_ending_in_crlf() -> None:
+    """Chunks without a "\r" take the parser's split path, others its regex path (issue 13):
+    the same lines give the same events either way, and without LogLines when asked."""
+    text = NOISY_LOG.replace("\r\n", "\n").replace("\r", "\n")
+    events = parse(*_chunks(text, list(range(0, len(text), 997))))
+    assert events == parse(text.replace("\n", "\r\n")) and len(typed(events)) > 100
+    quiet = JobLogParser(log_lines=False)
+    assert [e for chunk in _chunks(text, [5, 4000]) for e in quiet.feed(chunk)] + \
+        quiet.flush() == typed(events)
+
+
 # Characters the parser cares about, plus anything; and real lines in any order.
 SIGNIFICANT = st.sampled_from(list("\r\n \t()[]=/:.%-•▶✓📊⏱️🔍\x1b\x07\\0123456789sStepLo"))
 NOISE = st.text(alphabet=SIGNIFICANT | st.characters(), max_size=300)
