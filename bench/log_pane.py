@@ -24,7 +24,8 @@ the app's published step records must hold every step with the same values ("kep
 Figures: peak RSS of the wizard's process, the one the user started and whose event loop
 answers the keys (VmHWM, /proc/PID/status), goal <= 120 MB (the worker's peak is printed
 beside it, and the sum); and the time from a key sent with `tmux send-keys` to its effect in
-`tmux capture-pane`, polled every ~2 ms, goal p95 <= 30 ms. The keys: PageUp (the pane pauses: its bar shows "paused") and End
+`tmux capture-pane`, polled every ~2 ms, goal p95 <= 30 ms. The keys: PageUp (the pane pauses: its
+bar shows "paused") and End
 (it follows again: "following"), alternated during the feed.
 
     .venv/bin/python bench/log_pane.py [--lines 1000000] [--rate 20000]

@@ -23,7 +23,7 @@ the y axis only, so the reader's x position stays.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -33,7 +33,6 @@ from textual.app import ComposeResult
 from textual.cache import LRUCache
 from textual.containers import Horizontal, Vertical
 from textual.geometry import Size
-from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollTo, ScrollUp
 from textual.selection import Selection
@@ -109,18 +108,17 @@ class BoundedLog(ScrollView, can_focus=True):
     BoundedLog > .log--current { background: $accent; color: $text; text-style: bold; }
     """
 
-    class FollowChanged(Message):
-        def __init__(self, following: bool) -> None:
-            super().__init__()
-            self.following = following
-
     def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
         super().__init__(**kwargs)
         self.max_lines = max_lines
         self._lines: deque[str] = deque(maxlen=max_lines)
         self._width = 0
         self._strips: LRUCache[str, Strip] = LRUCache(STRIP_CACHE)
+        self._style: Style | None = None
         self.following = True
+        # Told at once when following starts or stops, so the pane's bar changes in the same
+        # frame as the scroll (a posted message drew it one frame later: ~17-30 ms a key).
+        self.on_follow: Callable[[], None] = lambda: None
         self.pending: deque[str] = deque(maxlen=max_lines)
         self.unseen = 0            # lines that arrived while paused (the queue keeps the newest)
         self.query_text = ""
@@ -159,9 +157,7 @@ class BoundedLog(ScrollView, can_focus=True):
             self.current = self.current - removed if self.current >= removed else None
         self._lines.extend(lines)
         self._width = _widest(lines, self._width)
-        size = Size(self._width, len(self._lines))
-        if size != self.virtual_size:  # layout=True: set only when it changes
-            self.virtual_size = size
+        self._resize(Size(self._width, len(self._lines)))
         self._writing = True
         try:
             if self.following if scroll_end is None else scroll_end:
@@ -170,12 +166,21 @@ class BoundedLog(ScrollView, can_focus=True):
             self._writing = False
         self.refresh()  # the rows under the view moved even when the scroll did not
 
+    def _resize(self, size: Size) -> None:
+        """A new virtual size without laying out the screen: Widget.virtual_size is a reactive
+        with layout=True (textual widget.py), so each growing write laid out every widget of
+        Monitor (8-11 ms a flush, the keys waiting behind it). The pane's own region does not
+        change; its scrollbars do (`_scroll_update`, which lays out only when one appears)."""
+        if size != self.virtual_size:
+            self.set_reactive(BoundedLog.virtual_size, size)
+            self._scroll_update(size)
+
     def clear(self) -> None:
         self._lines.clear()
         self._width = 0
         self._strips.clear()
         self.current = None
-        self.virtual_size = Size(0, 0)
+        self._resize(Size(0, 0))
         self.refresh()
 
     # --- drawing ---
@@ -183,6 +188,15 @@ class BoundedLog(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._style = None
+
+    @property
+    def _line_style(self) -> Style:
+        """`rich_style` walks every ancestor's styles; a frame asks it once per row. Kept until
+        a style changes (a theme, a class): notify_style_update."""
+        if self._style is None:
+            self._style = self.rich_style
+        return self._style
 
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
@@ -194,7 +208,7 @@ class BoundedLog(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.size.width
-        rich_style = self.rich_style
+        rich_style = self._line_style
         if index >= len(self._lines):
             return Strip.blank(width, rich_style)
         strip = self._line_strip(index, rich_style)
@@ -238,12 +252,12 @@ class BoundedLog(ScrollView, can_focus=True):
         self.unseen = 0
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         if changed:
-            self.post_message(self.FollowChanged(True))
+            self.on_follow()
 
     def pause(self) -> None:
         if self.following:
             self.following = False
-            self.post_message(self.FollowChanged(False))
+            self.on_follow()
 
     def action_scroll_end(self) -> None:  # the End key
         self.follow()
@@ -360,7 +374,9 @@ class JobLogPane(Vertical):
         with Horizontal(id="log-bar"):
             yield Static("Job log", id="log-title")
             yield Static("waiting for the job's output", id="log-state")
-        yield BoundedLog(self._max_lines, id="job-log")
+        log = BoundedLog(self._max_lines, id="job-log")
+        log.on_follow = self._show_state
+        yield log
         yield Input(placeholder="search: enter older · down newer · esc close",
                     id="log-search", classes="hidden")
 
@@ -459,9 +475,6 @@ class JobLogPane(Vertical):
         elif event.key in ("up", "down"):
             event.stop()
             self.find(box.value, older=event.key == "up")
-
-    def on_bounded_log_follow_changed(self, _event: BoundedLog.FollowChanged) -> None:
-        self._show_state()
 
     def _show_state(self) -> None:
         log = self.log_widget
