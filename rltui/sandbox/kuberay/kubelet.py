@@ -168,6 +168,9 @@ class Kubelet:
         node_name = await self._schedule(uid, ns, name)
         await self._mount_volumes(uid, ns, name, node_name)
         await self._mount_configmaps(uid, ns, name, node_name)
+        pod = await self._pod(uid, ns, name)
+        if _is_head(pod):
+            self._prestart_head(uid, ns, name, pod)   # its local Ray head starts during the pull
         await self._pull_images(uid, ns, name, node_name)
         await self._check_config(uid, ns, name, node_name)
         pod = await self._pod(uid, ns, name)
