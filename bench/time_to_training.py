@@ -284,7 +284,8 @@ def _report(m: dict[str, Any], top: int = 6) -> None:
             print(f"        before: {_label(op)} ended {op['end_ref_s'] - a:+.1f} s")
         for op in started[:2]:
             print(f"        after: {_label(op)} started {op['start_ref_s'] - a:+.1f} s")
-        for t, line in [(t, line) for t, line in m["log"] if a - 3.0 <= t <= b + 3.0][:4]:
+        lines = [(t, line) for t, line in m["log"] if a - 3.0 <= t <= b + 3.0]
+        for t, line in (lines if len(lines) <= 8 else [*lines[:4], *lines[-4:]]):
             print(f"        rltui {t - a:+6.1f} s | {line[:110]}")
 
 
