@@ -74,7 +74,7 @@ class ServiceNetworking:
                 raise CloudError(f"{what}: not done after {timeout_s:.0f} s", transient=True,
                                  code="Timeout")
             await asyncio.sleep(pause)
-            pause = min(5.0, pause * 2)
+            pause = min(5.0 * self.endpoints.time_scale, pause * 2)   # 5 s of the cloud's clock
             op = await self._call(what, "GET", self._url(f"v1/{op['name']}"))
         error = op.get("error")
         if error:

@@ -14,6 +14,13 @@ real second is five reference minutes, which is how the latency profile's minute
      "calls": {"grpc:Lustre/CreateInstance": 1, "compute:networks.get": 12, ...},
      "operations": [{"id": 1, "kind": "lustre.create", "target": "projects/p/.../instances/i",
                      "start_ref_s": 61.2, "end_ref_s": 781.0, "error": null}, ...]}
+
+An operation that models a phase of the latency profile with no API call of its own (xpk's
+networks, a pod's start, the Service Networking peering) names that phase in `key` (e.g.
+{"kind": "xpk.networks", "key": "xpk_networks", ...}), so a benchmark's critical path explains
+that time instead of counting it as unexplained; one that stands for REAL time the sandbox
+spends and nothing models (the local Ray head's start) says `"real": true`, and a benchmark
+counts it as real time.
 """
 
 from __future__ import annotations
@@ -63,6 +70,24 @@ class Record:
             self._open[op["id"]] = op
         self._save()
         return int(op["id"])
+
+    def span(self, kind: str, target: str, start_ref_s: float, **data: Any) -> None:
+        """An operation that began at `start_ref_s` (already past) and ends now, e.g. the time
+        between a GKE operation's DONE and Terraform's next poll that saw it."""
+        with self._lock:
+            end = self.ref_now()
+            self._ops.append({"id": len(self._ops) + 1, "kind": kind, "target": target,
+                              "start_ref_s": min(round(start_ref_s, 3), end), "end_ref_s": end,
+                              "error": None, **data})
+        self._save()
+
+    def last_end(self, target_prefix: str) -> float | None:
+        """The latest end (reference s) of a finished operation whose target starts with
+        `target_prefix`, or None."""
+        with self._lock:
+            ends = [op["end_ref_s"] for op in self._ops
+                    if op["end_ref_s"] is not None and op["target"].startswith(target_prefix)]
+        return max(ends) if ends else None
 
     def end(self, op_id: int, error: str | None = None) -> None:
         with self._lock:

@@ -12,12 +12,13 @@ XpkMixin is mixed into World (world.py) and drives the other services through th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import ipaddress
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from google.cloud import container_v1
 
@@ -98,7 +99,9 @@ class XpkMixin:
             return max(0.0, t - (time.monotonic() - start))
 
         say(f"module.{cluster}-net-0.module.vpc.module.vpc.google_compute_network.network: Creating...")
-        await asyncio.sleep(left(t_net))
+        gke_target = f"projects/{project}/locations/{region}/clusters/{cluster}"
+        with self._phase("xpk.networks", f"projects/{project}/global/networks/{cluster}-net-0", "xpk_networks"):
+            await asyncio.sleep(left(t_net))
         p = self._project(project)
         for net in _xpk_networks(project, region, cluster):
             if net.name not in p.networks:
@@ -119,6 +122,7 @@ class XpkMixin:
         # Terraform learns that the create is done by polling its operation (below).
         while self.get_cluster(project, region, cluster).status == Status.PROVISIONING:
             await asyncio.sleep(self._terraform_poll_s())
+        self._poll_lag(gke_target)
         say(f"module.{cluster}-a4-cluster.google_container_cluster.gke_cluster: Creation complete "
             f"[id=projects/{project}/locations/{region}/clusters/{cluster}]")
         pool = _xpk_pool(cluster, zone, device, num_nodes, spot, deployment)
@@ -130,8 +134,12 @@ class XpkMixin:
         if existing is None:
             # Terraform retries a busy cluster (another client's operation, e.g. an addon update
             # that got in first) on the same poll; the pool takes its own time once started.
+            waited = False
             while self.running_cluster_operation(project, region, cluster) is not None:
+                waited = True
                 await asyncio.sleep(self._terraform_poll_s())
+            if waited:
+                self._poll_lag(gke_target)
             op = self.create_node_pool(project, region, cluster, pool,
                                        seconds=max(left(t_np), t_np - t_cp))
             say(f"{resource}: Creating...")
@@ -148,12 +156,33 @@ class XpkMixin:
             f"nodePools/{pool.name}]")
         say("module.workload-manager-install.module.install_jobset[0]: Creation complete")
         # JobSet, Kueue and the configmaps come after the pool, however late it came.
-        await asyncio.sleep(max(left(t_done), t_done - t_np))
+        with self._phase("xpk.workloads", gke_target, "xpk_done"):
+            await asyncio.sleep(max(left(t_done), t_done - t_np))
         say("Apply complete!")
         self._emit("xpk_cluster_ready", project, region, cluster, zone=zone, node_pool=pool.name)
         if self.gke_auto_upgrade and self.running_cluster_operation(project, region, cluster) is None:
             self.start_gke_upgrade(project, region, cluster)
         return self.get_cluster(project, region, cluster)
+
+    @contextlib.contextmanager
+    def _phase(self, kind: str, target: str, key: str) -> Iterator[None]:
+        """A phase of xpk's create that the profile times but no API call of the sandbox's
+        stands for (the networks before the cluster; JobSet, Kueue and the configmaps after the
+        pool), as one operation of the record named by its profile key."""
+        rec = self.record.start(kind, target, key=key)
+        error: str | None = "cancelled"
+        try:
+            yield
+            error = None
+        finally:
+            self.record.end(rec, error)
+
+    def _poll_lag(self, gke_target: str) -> None:
+        """The wait from the cluster's last GKE operation's DONE to the Terraform poll that saw it
+        (at most _terraform_poll_s), recorded so that the modelled poll is not taken for real time."""
+        done = self.record.last_end(gke_target)
+        if done is not None:
+            self.record.span("xpk.terraform_poll", gke_target, done, key="terraform_poll")
 
     def _terraform_poll_s(self) -> float:
         """Real seconds between Terraform's polls of a GKE operation: the Google provider waits

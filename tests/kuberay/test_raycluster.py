@@ -159,6 +159,20 @@ def test_kubelet_events_and_a_shared_image_pull(rollout) -> None:
         assert [i.names for i in images] == [[IMAGE]]  # each node pulled it once
 
 
+def test_the_local_ray_head_starts_during_the_pull_but_the_pod_waits_for_pull_and_pod_start(box, rollout) -> None:
+    """The local head's real start hides under the head pod's image pull; the modelled waits stay:
+    its pod_start begins only after its node's pull, and the pod became Ready after both."""
+    head = next(p for p in _pods(rollout.core) if p.metadata.labels["ray.io/node-type"] == "head")
+    ops = box.world.record.snapshot()["operations"]
+    pods_target = f"pods/default/{head.metadata.name}"
+    [real] = [op for op in ops if op["kind"] == "ray.head_start" and op["target"] == pods_target]
+    [pod_start] = [op for op in ops if op["kind"] == "kubelet.pod_start" and op["target"] == pods_target]
+    [pull] = [op for op in ops if op["kind"] == "kubelet.image_pull" and op["target"] == f"nodes/{head.spec.node_name}"]
+    assert real["real"] is True and pod_start["key"] == "pod_start" and real["error"] is None
+    assert real["start_ref_s"] < pull["end_ref_s"] <= pod_start["start_ref_s"] < pod_start["end_ref_s"]
+    assert _ready(head)
+
+
 def _get(pf: Any, path: str) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("ray-head", 8265, timeout=10)
     conn.sock = pf.socket(8265)

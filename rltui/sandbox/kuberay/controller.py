@@ -70,6 +70,7 @@ class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, V
         self._live_heads: dict[int, RayHead] = {}  # pid -> head, until its process is gone
         self._head_stops: set[asyncio.Task] = set()
         self._head_starts: set[asyncio.Future] = set()
+        self._boots: dict[str, asyncio.Future[Any]] = {}  # head pod uid -> its head's start (headpod.py)
         self._reported: list[int] | None = None
         self._pulls: dict[tuple[str, str], asyncio.Task] = {}  # (node uid, image) -> pull
         self._events: set[tuple[str, str, str, str]] = set()
@@ -99,7 +100,7 @@ class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, V
             self._unsubscribe()
             self._unsubscribe = None
         await self.nodes.stop()
-        tasks = [*self._tasks, *self._pod_tasks.values(), *self._pulls.values()]
+        tasks = [*self._tasks, *self._pod_tasks.values(), *self._pulls.values(), *self._boots.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
