@@ -9,12 +9,12 @@ calls `on_text` once per message of Ray's tail WebSocket. Here a feeder calls th
 `on_text` with the same chunking: Ray's dashboard sends a job's log in chunks of at most 10
 lines or 20,000 characters (ray/dashboard/modules/job/utils.py `file_tail_iterator`,
 MAX_CHUNK_LINE_LENGTH / MAX_CHUNK_CHAR_LENGTH, Ray 2.x), one WebSocket message each
-(job_head.py `tail_job_logs`). Everything after `on_text` (the worker's merge of a loop turn's
-chunks into one frame, the socket, the wizard's parser, run tracker, message bus, Monitor
-screen and pane) is the app's own. Before the first line the feeder imports what the real
-follower loads for its clients (`rayjobs.CLIENT_MODULES`, and the Kubernetes client of the
-dashboard's port-forward), so the worker's figure counts them. Ray's real tail cannot deliver
-this rate, hence the seam.
+(job_head.py `tail_job_logs`). Everything after `on_text` (the worker's parser,
+`Session.follow_parsed`, its merge of a loop turn's deliveries into one frame, the socket, the
+wizard's run tracker, message bus, Monitor screen and pane) is the app's own. Before the first
+line the feeder imports what the real follower loads for its clients
+(`rayjobs.CLIENT_MODULES`, and the Kubernetes client of the dashboard's port-forward), so the
+worker's figure counts them. Ray's real tail cannot deliver this rate, hence the seam.
 
 The lines come from tests/data/make_noisy_log.py's generator (NeMo-RL v0.4.0 GRPO output as
 `ray job submit` tails it), run for as many steps as fill 1,000,000 lines. The generator's own
@@ -143,9 +143,9 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
     worker_result = result.with_name("worker.json")
     remote.worker_argv = lambda fd: [sys.executable, str(Path(__file__).resolve()), "--rate", str(rate),
                                      "--worker", str(feed), str(worker_result), str(fd)]
-    remote_follow = remote.RemoteSession.follow_logs
+    remote_follow = remote.RemoteSession.follow_parsed
 
-    async def follow_logs(self: Any, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
+    async def follow_parsed(self: Any, on_batch: Callable[..., Any], job_id: str | None = None) -> str:
         from textual._context import active_app
 
         app = active_app.get()
@@ -156,7 +156,7 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
 
         app.bus.step_record.subscribe(app, on_record)
         rss_before = _status(os.getpid(), "VmRSS")
-        final = await remote_follow(self, on_text, job_id)   # the feed, through the worker
+        final = await remote_follow(self, on_batch, job_id)   # the feed, through the worker
         await asyncio.sleep(1.0)  # the last flush (0.1 s) and the screens' handlers
         loaded = sorted({m.split(".")[0] for m in sys.modules} | {".".join(m.split(".")[:3])
                          for m in sys.modules if m.startswith("google.cloud.")})
@@ -165,7 +165,7 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
             "modules": loaded, "rss_before_mb": rss_before}))
         return final
 
-    remote.RemoteSession.follow_logs = follow_logs  # type: ignore[method-assign]
+    remote.RemoteSession.follow_parsed = follow_parsed  # type: ignore[method-assign]
     argv = ["--sandbox", "--env", str(ROOT / "assets" / "sandbox.env.sh")]
     if not os.environ.get("LOG_PANE_PROFILE"):
         return main(argv)

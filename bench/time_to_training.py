@@ -1,8 +1,8 @@
 """Time to training: rltui's plan vs the codelab's order, on the sandbox's own reference clock.
 
 Two fresh sandboxes in a temp folder, each at the reference latency profile (untuned, seed 0):
-  1. rltui's plan, as a user runs it: `rltui up --yes`, then `rltui submit`, then
-     `rltui logs --follow` until the job's first `Step 1/` line;
+  1. rltui's plan, as a user runs it: `rltui up --yes`, then `rltui submit --follow` until
+     the job's first `Step 1/` line;
   2. the codelab's order (plan/codelab.py CODELAB_ORDER: each step started after the previous
      one finishes, one `Runner.up({step})` each, in a worker process), then the same submit and
      logs.
@@ -124,12 +124,11 @@ def _run(sbx: Sandbox, *argv: str, timeout_s: float,
 
 def _submit_to_step1(sbx: Sandbox, timeout_s: float,
                      log: list[tuple[float, str]]) -> tuple[float, float]:
-    """`rltui submit`, then `rltui logs --follow` until a `Step 1/` line: (submit, step) ref s."""
+    """`rltui submit --follow` (as `ray job submit` follows by default) until a `Step 1/`
+    line: (submit, step) ref s."""
     submitted = sbx.ref_now()
-    log.append((submitted, "[bench] rltui submit"))
-    _run(sbx, *RLTUI, "submit", "--sandbox", "--env", str(ENV_SH), timeout_s=timeout_s, log=log)
-    log.append((sbx.ref_now(), "[bench] rltui logs --follow"))
-    follow = subprocess.Popen([*RLTUI, "logs", "--sandbox", "--env", str(ENV_SH), "--follow"],
+    log.append((submitted, "[bench] rltui submit --follow"))
+    follow = subprocess.Popen([*RLTUI, "submit", "--sandbox", "--env", str(ENV_SH), "--follow"],
                               env=sbx.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               text=True, cwd=ROOT)
     try:

@@ -379,12 +379,11 @@ class RLTuiApp(App):
     async def follow_logs(self) -> None:
         import gc
 
-        from .joblog import CheckpointEvent, JobLogParser, RunTracker
+        from .joblog import CheckpointEvent, RunTracker
         from .saves import SaveTimeline
 
-        parser, tracker = JobLogParser(log_lines=False), RunTracker()  # the pane shows lines
+        tracker = RunTracker()
         timeline = self._save_timeline = SaveTimeline()
-        partial = [""]
         # Once a process, at the first text (the follower's clients exist by then): what lives
         # then (imports, screens, clients) leaves the cyclic collector's scans ("gc.freeze",
         # Python docs, gc module). Full collections walked it all, 180-400 ms each, 20 times in
@@ -392,18 +391,15 @@ class RLTuiApp(App):
         # (get_freeze_count walks the frozen list: asked once here, not per delivery.)
         freeze = [not gc.get_freeze_count()]
 
-        def on_text(text: str) -> None:
-            arrived = time.time()  # a save's moment: when its line arrives (rltui/saves.py)
+        def on_batch(lines: list[str], events: list[Any], arrived: float) -> None:
+            """A delivery, parsed where it arrived (Session.follow_parsed: the cloud worker)."""
             if freeze[0]:
                 freeze[0] = False
                 gc.freeze()
-            lines = (partial[0] + text).split("\n")
-            partial[0] = lines.pop()
             buffer = self._log_buffer
             buffer.extend(lines)
             if len(buffer) > 2 * LOG_REPLAY_LINES:  # a stalled flush: only the newest can show
                 del buffer[: len(buffer) - LOG_REPLAY_LINES]
-            events = parser.feed(text)
             timeline.feed(events, arrived)
             for ev in events:
                 record = tracker.update(ev)
@@ -415,9 +411,7 @@ class RLTuiApp(App):
 
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
         self.poll_run()
-        final = await self.session.follow_logs(on_text)
-        if partial[0]:
-            self._log_buffer.append(partial[0])
+        final = await self.session.follow_parsed(on_batch)
         self._flush_logs(final=True)
         last = tracker.records[-1] if tracker.records else None
         self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)

@@ -295,7 +295,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from . import headless
 
     return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume,
-                                                           recover=not args.no_recover))
+                                                           recover=not args.no_recover,
+                                                           follow=args.follow))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -449,6 +450,8 @@ def build_parser(wizard_only: bool = False) -> Parser:
                    help="continue the last job from its newest checkpoint")
     p.add_argument("--no-recover", action="store_true",
                    help="no supervisor on the cluster: a preemption ends the job (as `ray job submit`)")
+    p.add_argument("--follow", action="store_true",
+                   help="then its log until it ends, as `logs --follow` (final status last)")
     p = cloud("logs", cmd_logs, "the job's log lines (exactly once each)")
     p.add_argument("--job", help="submission id (default: the last one submitted)")
     p.add_argument("--follow", action="store_true", help="until the job ends; final status last")

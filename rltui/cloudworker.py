@@ -9,8 +9,9 @@ reloaded: it is read again before the call. A closed socket (the wizard ended, h
 ended) cancels what runs, closes the Session's connections (port-forward, watches) and ends.
 
 Callbacks: `up`'s and `down`'s listener events travel with the plan's view after the event
-(what the Provision screen draws); `follow_logs`'s text is merged per turn of the loop (a
-burst of Ray's 10-line chunks becomes one frame, as toolong merges log lines). Errors cross
+(what the Provision screen draws); `follow_logs`'s text, and `follow_parsed`'s deliveries, are
+merged per turn of the loop (a burst of Ray's 10-line chunks becomes one frame, as toolong
+merges log lines). Errors cross
 as rltui's CloudError (or a builtin exception), never as a Google or Kubernetes class: the
 wizard shows their message and decides nothing from a type it does not load.
 """
@@ -77,20 +78,20 @@ class Worker:
 
     def _callback(self, cid: int, name: str) -> tuple[Callable[[Any], None], Callable[[], None]]:
         """The function a Session call gets for its callback, and what flushes it."""
-        if name == "follow_logs":
-            pending: list[str] = []
+        if name in ("follow_logs", "follow_parsed"):
+            pending: list[Any] = []
 
             def flush() -> None:
                 if pending:
-                    text = "".join(pending)
+                    batch = "".join(pending) if name == "follow_logs" else list(pending)
                     pending.clear()
-                    self.send("event", cid, text)
+                    self.send("event", cid, batch)
 
-            def on_text(text: str) -> None:
+            def on_delivery(*delivery: Any) -> None:
                 if not pending:
                     asyncio.get_running_loop().call_soon(flush)
-                pending.append(text)
-            return on_text, flush
+                pending.append(delivery[0] if name == "follow_logs" else delivery)
+            return on_delivery, flush
 
         def on_event(event: Any) -> None:
             kind = getattr(event, "kind", None)

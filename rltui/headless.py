@@ -124,21 +124,35 @@ async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
 # --- submit -----------------------------------------------------------------------------------
 
 async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool, recover: bool = True,
-                 out: Callable[[str], None] = print, err: Callable[[str], None] | None = None) -> int:
+                 follow: bool = False, out: Callable[[str], None] = print,
+                 err: Callable[[str], None] | None = None,
+                 write: Callable[[str], None] | None = None) -> int:
+    """Submit; print its id. With `follow`, then its log until it ends, as `logs --follow`
+    (and as `ray job submit` does by default), on the same connection: one process, one
+    port-forward."""
     err = err or (lambda line: print(line, file=sys.stderr))
     ctx = Context(cfg, endpoints)
     try:
         done = await submit_job(ctx, resume=resume, recover=recover)
+        for note in done.notes:
+            err(note)
+        if not follow:
+            err(f"submitted from {done.job_dir}; follow it with: rltui logs --follow")
+            out(done.job_id)
+            return 0
+        err(f"submitted from {done.job_dir}; its log follows")
+        out(done.job_id)
+        return await _follow(ctx, done.job_id, write or _stdout)
     finally:
         await ctx.close()
-    for note in done.notes:
-        err(note)
-    err(f"submitted from {done.job_dir}; follow it with: rltui logs --follow")
-    out(done.job_id)
-    return 0
 
 
 # --- logs -------------------------------------------------------------------------------------
+
+def _stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
 
 async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: bool,
                write: Callable[[str], None] | None = None) -> int:
@@ -146,12 +160,23 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
     with `--follow` or without: the status the job ended with, or the one it has now. Without
     `--follow` the status is asked before the log is read, so a finished status always comes
     after the whole log. Exit 0, or with `--follow` 0 only for SUCCEEDED."""
-    def default_write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    write = write or default_write
+    write = write or _stdout
     ctx = Context(cfg, endpoints)
+    try:
+        if not follow:
+            now = await job_status(ctx, job)
+            text = await job_logs(ctx, job)
+            write(text)
+            record_log(ctx, job, text, now)   # the run's summary, as `rltui runs` lists it
+            write(("" if not text or text.endswith("\n") else "\n") + now + "\n")
+            return 0
+        return await _follow(ctx, job, write)
+    finally:
+        await ctx.close()
+
+
+async def _follow(ctx: Context, job: str | None, write: Callable[[str], None]) -> int:
+    """Every line until the job ends, then its final status alone; 0 only for SUCCEEDED."""
     ended = {"newline": True}
 
     def on_text(text: str) -> None:
@@ -159,17 +184,7 @@ async def logs(cfg: RLConfig, endpoints: Endpoints, *, job: str | None, follow: 
         if text:
             ended["newline"] = text.endswith("\n")
 
-    try:
-        if not follow:
-            now = await job_status(ctx, job)
-            text = await job_logs(ctx, job)
-            on_text(text)
-            record_log(ctx, job, text, now)   # the run's summary, as `rltui runs` lists it
-            write(("" if ended["newline"] else "\n") + now + "\n")
-            return 0
-        final = await follow_logs(ctx, on_text, job)
-    finally:
-        await ctx.close()
+    final = await follow_logs(ctx, on_text, job)
     write(("" if ended["newline"] else "\n") + final + "\n")
     return 0 if final == "SUCCEEDED" else 1
 

@@ -253,6 +253,30 @@ class Session:
         except Refused:
             raise LookupError("no job submitted yet") from None
 
+    async def follow_parsed(self, on_batch: Callable[[list[str], list[Any], float], Any],
+                            job_id: str | None = None) -> str:
+        """follow_logs, parsed where the text arrives: for each delivery, its complete lines,
+        the parser's events (joblog.JobLogParser, no LogLine: the lines are the lines) and
+        when it arrived (a save's moment, rltui/saves.py). In the wizard this runs in its
+        cloud worker, so the parse of a burst uses the worker's core, not the keys' one."""
+        import time
+
+        from .joblog import JobLogParser
+
+        parser = JobLogParser(log_lines=False)
+        partial = [""]
+
+        def on_text(text: str) -> None:
+            arrived = time.time()
+            lines = (partial[0] + text).split("\n")
+            partial[0] = lines.pop()
+            on_batch(lines, parser.feed(text), arrived)
+
+        final = await self.follow_logs(on_text, job_id)
+        if partial[0]:
+            on_batch([partial[0]], [], time.time())
+        return final
+
     async def job_summary(self) -> dict[str, Any] | None:
         """The newest job's status, step and attempts (a supervised run's from its record)."""
         from .plan.jobs import job_summary

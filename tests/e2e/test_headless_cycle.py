@@ -236,12 +236,14 @@ def test_logs_without_follow_ends_with_the_jobs_status(user):
 def test_a_second_run_is_listed_and_compared_beside_the_first(user):
     """Issue 14: two sandbox runs in `rltui runs` (no env.sh, no sandbox needed to read them)
     and `rltui runs compare A B` with both side by side, step by step. A new submit gets a
-    checkpoint folder of its own, so the second run trains its 20 steps again."""
-    out = rltui(user, "submit")
-    assert out.returncode == 0, out.stderr
-    first, second = user["first_job"], out.stdout.strip().splitlines()[-1]
-    logs = rltui(user, "logs", "--follow")
-    assert logs.returncode == 0 and logs.stdout.rstrip().splitlines()[-1] == "SUCCEEDED", logs.stderr[-2000:]
+    checkpoint folder of its own, so the second run trains its 20 steps again. This one is
+    `submit --follow`: the id first, then the log as `logs --follow` gives it, the status last."""
+    out = rltui(user, "submit", "--follow")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.rstrip("\n").splitlines()
+    first, second = user["first_job"], lines[0]
+    assert second.startswith("rltui-") and second != first and lines[-1] == "SUCCEEDED", lines[-3:]
+    assert [int(s) for s, _ in re.findall(r"=+ Step (\d+)/(\d+) =+", out.stdout)] == list(range(1, 21))
 
     def runs(*args):
         return subprocess.run([sys.executable, "-m", "rltui.cli", "runs", *args], env=user["env"],

@@ -9,6 +9,7 @@ from textual.screen import Screen
 
 from rltui.cloud.monitoring import Point
 from rltui.saves import Save
+from rltui.session import Session
 from rltui.screens.metrics import TextPane, lustre_lines
 from rltui.widgets.charts import (Chart, fit_labels, nice_ticks, plot_columns, rate_unit,
                                   time_ticks)
@@ -342,13 +343,15 @@ class _LogOnlySession:
     async def close(self) -> None:
         return None
 
-    async def follow_logs(self, on_text) -> str:
+    async def follow_logs(self, on_text, job_id=None) -> str:
         import asyncio
 
         for chunk in self.chunks:
             on_text(chunk)
             await asyncio.sleep(self.gap_s)
         return "SUCCEEDED"
+
+    follow_parsed = Session.follow_parsed   # the parse over follow_logs, as the Session does it
 
 
 async def test_follow_logs_stamps_each_save_where_its_line_arrives(wizard_app):
