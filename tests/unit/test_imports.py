@@ -124,8 +124,8 @@ def endpoints():
     raise RuntimeError("no endpoints in this test")
 
 def session():  # what `rltui --sandbox` builds (cli.cmd_wizard)
-    from rltui.session import Session
-    return Session(Path(sys.argv[1]), endpoints)
+    from rltui.remote import RemoteSession
+    return RemoteSession(Path(sys.argv[1]), endpoints)
 
 async def main():
     app = Probe(cli._DeferredSession(session), header=HeaderInfo(mode="SANDBOX"))
