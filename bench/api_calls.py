@@ -2,7 +2,7 @@
 
 Starts its own sandbox in a temp folder, provisions it as a user does (`rltui up --yes
 --sandbox` with assets/sandbox.env.sh) and submits the GRPO job (`rltui submit`), then runs the
-real app in this process under Textual's pilot (`App.run_test`, 120x40, a real Session on the
+real app in this process under Textual's pilot (`App.run_test`, 120x40, the wizard's RemoteSession on the
 sandbox: no samples, no tmux), with the Monitor and Metrics screens open: the user switches
 between them every half reference minute. The figures come from the sandbox's own call
 counters (its record, GET <kube_api>/_sandbox/record; rltui/sandbox/record.py), read once the
@@ -72,11 +72,12 @@ async def watch_screens(info: dict[str, Any], speed: float, minutes: float) -> t
     """The app with Monitor and Metrics open; (counter deltas, reference minutes measured)."""
     from rltui.app import RLTuiApp
     from rltui.cloud.endpoints import Endpoints
-    from rltui.session import Session
+    from rltui.remote import RemoteSession
     from rltui.widgets.chrome import HeaderInfo
 
     ref_min_s = 60.0 / speed  # real seconds per reference minute
-    session = Session(ENV_SH, lambda: Endpoints.sandbox(info))
+    # What `rltui --sandbox` builds: its cloud calls go through its worker process.
+    session = RemoteSession(ENV_SH, lambda: Endpoints.sandbox(info))
     app = RLTuiApp(session, header=HeaderInfo(mode="SANDBOX"))
     async with app.run_test(size=(120, 40)) as pilot:
         await app.switch_mode("monitor")
