@@ -99,7 +99,7 @@ class CloudLink:
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
-            if self._writer is not None and self._reader is not None and not self._reader.done():
+            if self._writer is not None:
                 return self._writer
             ours, self._proc = _spawn()
             reader, writer = await asyncio.open_unix_connection(sock=ours)
@@ -130,12 +130,14 @@ class CloudLink:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            # The calls this worker had, taken now: a call made from here on starts a new one
+            # (_ensure), and must not be failed with this one's end.
+            lost, self._writer = list(self._calls.items()), None
             code = await _exit_code(proc)
             gone = WorkerGone(f"the cloud worker process ended (exit code {code}): its log is "
                               f"{worker_log()}; the next action starts it again")
-            for cid, call in list(self._calls.items()):
+            for cid, call in lost:
                 self._finish(cid, call, gone)
-            self._writer = None
 
     def _finish(self, cid: int, call: _Call, error: BaseException | None, value: Any = None) -> None:
         if call.done:
