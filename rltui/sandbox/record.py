@@ -25,11 +25,13 @@ counts it as real time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,19 @@ class Record:
             self._open[op["id"]] = op
         self._save()
         return int(op["id"])
+
+    @contextlib.contextmanager
+    def operation(self, kind: str, target: str, *, failed: str = "cancelled",
+                  **data: Any) -> Iterator[None]:
+        """`start` on entry, `end` on exit: with error `failed` when the block raised (a
+        cancelled wait, a process that did not start)."""
+        op_id = self.start(kind, target, **data)
+        error: str | None = failed
+        try:
+            yield
+            error = None
+        finally:
+            self.end(op_id, error)
 
     def span(self, kind: str, target: str, start_ref_s: float, **data: Any) -> None:
         """An operation that began at `start_ref_s` (already past) and ends now, e.g. the time

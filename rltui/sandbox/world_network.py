@@ -452,13 +452,8 @@ class NetworkMixin:
         """Wait for a scheduled peering change, as one operation of the record named by its
         profile key (the peering's calls are long-running on the wire, but the record had no
         operation for them, so a benchmark counted their time as unexplained)."""
-        rec = self.record.start(kind, f"projects/{project}/global/networks/{network}", key=key)
-        error: str | None = "cancelled"
-        try:
+        with self.record.operation(kind, f"projects/{project}/global/networks/{network}", key=key):
             await self._wait_due(seq)
-            error = None
-        finally:
-            self.record.end(rec, error)
 
     def _on_peering_gone(self, project: str, key: str) -> None:
         self._project(project).peerings.pop(key, None)

@@ -169,13 +169,8 @@ class XpkMixin:
         """A phase of xpk's create that the profile times but no API call of the sandbox's
         stands for (the networks before the cluster; JobSet, Kueue and the configmaps after the
         pool), as one operation of the record named by its profile key."""
-        rec = self.record.start(kind, target, key=key)
-        error: str | None = "cancelled"
-        try:
+        with self.record.operation(kind, target, key=key):
             yield
-            error = None
-        finally:
-            self.record.end(rec, error)
 
     def _poll_lag(self, gke_target: str) -> None:
         """The wait from the cluster's last GKE operation's DONE to the Terraform poll that saw it

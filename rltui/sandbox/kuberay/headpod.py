@@ -140,14 +140,11 @@ class HeadPods(ClusterFiles):
     async def _boot_head(self, uid: str, ns: str, name: str, pod: dict) -> RayHead:
         """Start the pod's head and wait until its dashboard answers, recorded as real time
         (`"real": true` in the sandbox's record: nothing models it)."""
-        real = self.world.record.start("ray.head_start", f"pods/{ns}/{name}", real=True)
-        try:
+        with self.world.record.operation("ray.head_start", f"pods/{ns}/{name}", failed="failed",
+                                         real=True):
             head = await self._start_head(uid, pod)
             await asyncio.to_thread(head.wait_ready, HEAD_READY_TIMEOUT_S)
-            self.world.record.end(real)
-            return head
-        finally:
-            self.world.record.end(real, "failed")   # a no-op once ended
+        return head
 
     async def _mark_crashed(self, uid: str, ns: str, name: str, restarts: int, started: float, reason: str) -> None:
         pod = await self._pod(uid, ns, name)

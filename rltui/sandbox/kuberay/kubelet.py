@@ -183,21 +183,15 @@ class Kubelet:
             return  # its pod_start runs beside the real Ray head's start (headpod.py _supervise_head)
         await self._pod_start(ns, name)
         await self._mark_running(uid, ns, name, ready=True)
-        if not _is_head(pod):
-            await self.store.append_log(ns, name, f"rltui sandbox: Ray worker on node {node_name} is emulated; "
-                                                  "Ray tasks run on the head's local Ray node.\n")
+        await self.store.append_log(ns, name, f"rltui sandbox: Ray worker on node {node_name} is emulated; "
+                                              "Ray tasks run on the head's local Ray node.\n")
 
     async def _pod_start(self, ns: str, name: str) -> None:
         """The profile's pod_start ("pod start with image cached, Lustre mounted, ray start"), as
         one operation of the sandbox's record with its profile key, so a benchmark's critical
         path explains it (rltui/sandbox/record.py)."""
-        rec = self.world.record.start("kubelet.pod_start", f"pods/{ns}/{name}", key="pod_start")
-        error: str | None = "cancelled"
-        try:
+        with self.world.record.operation("kubelet.pod_start", f"pods/{ns}/{name}", key="pod_start"):
             await self.clock.sleep("pod_start")
-            error = None
-        finally:
-            self.world.record.end(rec, error)
 
     async def _waiting(self, uid: str, ns: str, name: str, reason: str, message: str = "",
                        pod_ip: str | None = None) -> dict:
