@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import os
 import time
 from pathlib import Path
@@ -137,6 +138,15 @@ async def test_run_samples_in_the_background_without_blocking_the_loop(tmp_path,
         for f in range(200):
             write(folder / f"d{d}" / f"{f}.bin", 10)
     meter.track(key, folder, 9000)
+    # Where each scan runs: the loop's thread would block every task of the sandbox daemon.
+    sampled_in: set[int] = set()
+    sample = meter.sample
+
+    def recording_sample(*args, **kwargs):
+        sampled_in.add(threading.get_ident())
+        return sample(*args, **kwargs)
+
+    meter.sample = recording_sample
     task = asyncio.create_task(meter.run())
     try:
         before = len(meter.history(key))
@@ -154,8 +164,10 @@ async def test_run_samples_in_the_background_without_blocking_the_loop(tmp_path,
         assert len(meter.history(key)) - before >= 8
         assert meter.latest(key).written_bytes == 2 * MB
         assert meter.latest(key).read_bytes == 2 * MB
+        # The lag is printed, not asserted: a timing bound fails on a busy 2-core machine
+        # (416 ms once, on a clean clone), whatever runs where.
         print(f"\nworst event-loop lag while sampling 2,000 files every 0.1 s: {worst * 1000:.1f} ms")
-        assert worst < 0.25
+        assert sampled_in and threading.get_ident() not in sampled_in, "a scan ran on the loop"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
