@@ -26,7 +26,6 @@ class Context:
     endpoints: Endpoints
     root: Path = field(default_factory=state_root)
     _adapters: dict[str, Any] = field(default_factory=dict)
-    _warming: Any = None   # the client imports' future (warm_clients), once started
     dashboard_url: str | None = None
     # Down: the GKE cluster just deleted was rltui's, so are the networks xpk made for it.
     owned_networks: bool = False
@@ -51,31 +50,6 @@ class Context:
         return reference_seconds(key, self.endpoints.time_scale)
 
     # --- adapters, built on first use (their client libraries load lazily) ---
-
-    def warm_clients(self) -> None:
-        """Import the client libraries a run's steps will use, in a worker thread, once: the
-        first step waits on the cloud meanwhile, and google.cloud.compute_v1 alone takes about
-        2 s to import on this kind of machine, which the second step's probe paid in line. An
-        adapter already built has its library: nothing is imported for it (the import holds the
-        GIL, so importing what no step will use only slows the loop)."""
-        import asyncio
-        import importlib
-
-        if self._warming is not None:
-            return
-        wanted = [module for adapter, module in (
-            ("network", "google.cloud.compute_v1"), ("gke", "google.cloud.container_v1"),
-            ("lustre", "google.cloud.lustre_v1"), ("kube", "kubernetes.client"))
-            if adapter not in self._adapters]
-
-        def load() -> None:
-            for name in wanted:
-                try:
-                    importlib.import_module(name)
-                except ImportError:   # a missing extra: the step that needs it says so
-                    pass
-
-        self._warming = asyncio.get_running_loop().run_in_executor(None, load)
 
     def _get(self, name: str, build: Callable[[], A]) -> A:
         if name not in self._adapters:

@@ -244,9 +244,6 @@ class Runner:
             raise ValueError(f"unknown step(s): {', '.join(unknown)}")
         wanted = _closure(targets if targets is not None else self._order, self._deps[mode])
         self._busy = True
-        warm = getattr(self._ctx, "warm_clients", None)   # a Context (tests pass bare fakes)
-        if warm is not None:
-            warm()
         try:
             return await self._run_plan(mode, wanted)
         finally:
