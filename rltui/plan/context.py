@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -29,6 +30,10 @@ class Context:
     dashboard_url: str | None = None
     # Down: the GKE cluster just deleted was rltui's, so are the networks xpk made for it.
     owned_networks: bool = False
+    # One connection each for concurrent first callers (up's credentials, Secret and PV/PVC
+    # steps ask together): without it each built its own and all but the last were never
+    # closed ("Unclosed client session" at every headless up's exit).
+    _connecting: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     # --- folders ---
 
@@ -81,25 +86,36 @@ class Context:
         """A connected Kubernetes adapter, from the GKE cluster's endpoint and CA and an ADC
         token (in both modes: see Endpoints.credentials); the cluster and the credentials are
         asked for unless the caller has them already."""
-        if "kube" not in self._adapters:
-            from ..cloud.kube import KubeAdapter
+        async with self._connecting.setdefault("kube", asyncio.Lock()):
+            if "kube" not in self._adapters:
+                from ..cloud.kube import KubeAdapter
 
-            cluster = cluster if cluster is not None else await self.gke.get()
-            adapter = KubeAdapter(self.endpoints, cluster=cluster)
-            await adapter.connect(creds)
-            self._adapters["kube"] = adapter
+                cluster = cluster if cluster is not None else await self.gke.get()
+                adapter = KubeAdapter(self.endpoints, cluster=cluster)
+                try:
+                    await adapter.connect(creds)
+                except BaseException:
+                    await adapter.close()
+                    raise
+                self._adapters["kube"] = adapter
         kube: KubeAdapter = self._adapters["kube"]
         return kube
 
     async def dashboard(self) -> str:
         """The Ray dashboard's local URL through a port-forward this context owns."""
-        if self.dashboard_url is None:
-            from ..cloud.portforward import DashboardForward
+        async with self._connecting.setdefault("forward", asyncio.Lock()):
+            if self.dashboard_url is None:
+                from ..cloud.portforward import DashboardForward
 
-            forward = DashboardForward(await self.kube(), self.cfg.head_service)
-            self.dashboard_url = await forward.start()
-            self._adapters["forward"] = forward
-            await forward.wait_ready(timeout_s=max(30.0, self.expected("pod_start") * 3))
+                forward = DashboardForward(await self.kube(), self.cfg.head_service)
+                url = await forward.start()
+                try:
+                    await forward.wait_ready(timeout_s=max(30.0, self.expected("pod_start") * 3))
+                except BaseException:
+                    await forward.close()
+                    raise
+                self._adapters["forward"] = forward
+                self.dashboard_url = url
         return self.dashboard_url
 
     async def close(self) -> None:

@@ -104,6 +104,29 @@ async def test_the_kubernetes_client_is_built_as_for_gke(built):
     assert value.startswith("Bearer sbx1."), "a token the sandbox's token endpoint issued"
 
 
+async def test_concurrent_first_callers_share_one_kubernetes_connection(built, monkeypatch):
+    """up's credentials, Secret and PV/PVC steps ask for the client together: one connection,
+    closed with the context (each used to build its own, and all but the last were never
+    closed: "Unclosed client session" after every headless up)."""
+    import asyncio
+
+    from rltui.cloud.kube import KubeAdapter
+
+    ctx = Context(built.cfg, built.endpoints, root=built.root)
+    made: list[KubeAdapter] = []
+    connect = KubeAdapter.connect
+
+    async def counted(self, creds=None):
+        made.append(self)
+        await connect(self, creds)
+
+    monkeypatch.setattr(KubeAdapter, "connect", counted)
+    got = await asyncio.gather(*(ctx.kube() for _ in range(3)))
+    await ctx.close()
+    assert len(made) == 1 and all(kube is made[0] for kube in got)
+    assert made[0].api is None, "closed with the context"
+
+
 async def test_a_pv_pointing_at_an_old_ip_is_recreated_not_patched(built):
     """A PV's source is immutable (422 on a patch): rltui deletes and recreates it."""
     ctx = built
