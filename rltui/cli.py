@@ -8,6 +8,7 @@ instant and never load textual, grpc, google, kubernetes or ray.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import re
 import sys
@@ -515,5 +516,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The `rltui` command: main(), then out without the interpreter's teardown. Freeing the
+    modules' objects one by one (the Kubernetes, Google and Ray clients' classes) took 1.3 s
+    after a headless `up` had printed its last line, on every command. What must happen at
+    exit still does: threads end (else the usual exit, which joins them), the atexit handlers
+    run (logging's flush, temporary folders' finalizers; CPython's atexit._run_exitfuncs, as
+    multiprocessing's forked children do before their os._exit), the output is flushed."""
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse: --help, and its own usage errors
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    import threading
+
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
+           if t is not threading.main_thread()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `rltui report log | head`
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

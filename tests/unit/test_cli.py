@@ -147,3 +147,34 @@ def test_the_wizards_short_parser_is_used_only_where_argv_cannot_name_a_command(
     if wizard_only:   # the short parser reads the wizard's options as the full one does
         assert vars(cli.build_parser(wizard_only=True).parse_args(argv)) == \
             vars(cli.build_parser().parse_args(argv))
+
+
+EXITING = """
+import atexit, sys, threading, time
+from rltui import cli
+atexit.register(lambda: print("atexit ran", flush=True))
+if sys.argv[1:2] == ["--thread"]:
+    del sys.argv[1]
+    def late():
+        time.sleep(0.5)
+        print("thread ended", flush=True)
+    threading.Thread(target=late).start()
+cli.run()
+"""
+
+
+@pytest.mark.parametrize("args, code, out", [
+    (["--version"], 0, "rltui 0."), (["--help"], 0, "usage: rltui"),
+    (["check", "--env", "/nonexistent/env.sh"], 2, ""),
+    (["--thread", "--version"], 0, "thread ended"),
+])
+def test_the_command_exits_with_its_code_after_its_exit_handlers_and_threads(args, code, out):
+    """`rltui` leaves without the interpreter's teardown (cli.run: 1.3 s after a headless up),
+    but its atexit handlers run, a thread still working is waited for, and nothing printed is
+    lost, through a pipe too."""
+    done = subprocess.run([sys.executable, "-c", EXITING, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == code, done.stderr
+    assert out in done.stdout and done.stdout.rstrip().endswith("atexit ran")
+    if code == 2:
+        assert "env.sh" in done.stderr and "Traceback" not in done.stderr
