@@ -26,8 +26,10 @@ from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
 from .widgets.chrome import CostInfo, HeaderInfo
 
 if TYPE_CHECKING:
+    from .jobfeed import JobUpdate
     from .joblog import CheckpointEvent, TrainingStep
     from .plan.inventory import Resource
+    from .saves import Save
     from .session import ConfigState
 
 
@@ -43,7 +45,8 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
 ]
 PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
-SAVES_EVERY_S = 1.0
+SIDE_EVERY_S = 0.5  # the steps, checkpoints and header beside it
+FULL_GC_EVERY = 100  # gc.set_threshold's third: young collections between two full ones
 
 
 def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
@@ -89,9 +92,8 @@ class RLTuiApp(App):
         self._step_records: dict[int, TrainingStep] = {}   # parsed, not yet published
         self._checkpoints: list[CheckpointEvent] = []
         self._quit_warned = False
-        self._save_timeline: Any = None   # saves.SaveTimeline of the log being followed
-        self._saves_published = -1
-        self._saves_at = 0.0
+        self._saves: list[Save] | None = None   # the followed job's saves, when they changed
+        self._side_at = 0.0   # when steps and checkpoints were last published
 
     # --- navigation, help, palette ---
 
@@ -362,7 +364,7 @@ class RLTuiApp(App):
         self._log_buffer, self._step_records, self._checkpoints = [], {}, []
         for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
             topic.history.clear()
-        self._save_timeline = None
+        self._saves = None
         self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
         self.set_header(job="PENDING" if job_id else "")
         self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
@@ -379,41 +381,38 @@ class RLTuiApp(App):
     async def follow_logs(self) -> None:
         import gc
 
-        from .joblog import CheckpointEvent, RunTracker
-        from .saves import SaveTimeline
-
-        tracker = RunTracker()
-        timeline = self._save_timeline = SaveTimeline()
         # Once a process, at the first text (the follower's clients exist by then): what lives
         # then (imports, screens, clients) leaves the cyclic collector's scans ("gc.freeze",
         # Python docs, gc module). Full collections walked it all, 180-400 ms each, 20 times in
         # a 1M-line burst: the keys' p95 (issue 13). Refcounting still frees plain garbage.
-        # (get_freeze_count walks the frozen list: asked once here, not per delivery.)
+        # (get_freeze_count walks the frozen list: asked once here, not per delivery.) And a
+        # full collection after 100 young ones, not 10: they took 70-100 ms each here, 22 times
+        # in that burst, for the few cycles this process makes (a key that met one waited).
         freeze = [not gc.get_freeze_count()]
 
-        def on_batch(lines: list[str], events: list[Any], arrived: float) -> None:
-            """A delivery, parsed where it arrived (Session.follow_parsed: the cloud worker)."""
+        def on_update(update: JobUpdate) -> None:
+            """The log's news, parsed and tracked where it arrived (the cloud worker's JobFeed,
+            rltui/jobfeed.py); published by the next flush."""
             if freeze[0]:
                 freeze[0] = False
                 gc.freeze()
+                young, middle, _ = gc.get_threshold()
+                gc.set_threshold(young, middle, FULL_GC_EVERY)
             buffer = self._log_buffer
-            buffer.extend(lines)
+            buffer.extend(update.lines)
             if len(buffer) > 2 * LOG_REPLAY_LINES:  # a stalled flush: only the newest can show
                 del buffer[: len(buffer) - LOG_REPLAY_LINES]
-            timeline.feed(events, arrived)
-            for ev in events:
-                record = tracker.update(ev)
-                if record is not None:  # the newest version of each step, published by the flush
-                    self._step_records.pop(record.global_step, None)
-                    self._step_records[record.global_step] = record
-                if isinstance(ev, CheckpointEvent):
-                    self._checkpoints.append(ev)
+            for record in update.records:  # the newest version of each step
+                self._step_records.pop(record.global_step, None)
+                self._step_records[record.global_step] = record
+            self._checkpoints.extend(update.checkpoints)
+            if update.saves is not None:
+                self._saves = update.saves
 
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
         self.poll_run()
-        final = await self.session.follow_parsed(on_batch)
+        final, last = await self.session.follow_job(on_update)
         self._flush_logs(final=True)
-        last = tracker.records[-1] if tracker.records else None
         self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
 
@@ -438,13 +437,20 @@ class RLTuiApp(App):
             await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 
     def _flush_logs(self, final: bool = False) -> None:
-        """What the follower parsed since the last flush, at most 10 times a second: the
-        lines as one batch, each changed step once (its newest version, in step order), the
-        saves, and the header. Per record, a 20k lines/s burst published ~5 versions of every
-        step and repainted the header each time (issue 13)."""
+        """What the follower brought since the last flush: the lines as one batch, at most 10
+        times a second; at most twice a second, each changed step once (its newest version,
+        in the order steps changed), the checkpoints and the header. In a burst the strip,
+        the checkpoints and the header repainted with every batch of lines, each ~1-3 ms of
+        a frame, and a key's frame waited behind them (issue 13); nobody reads a step count
+        that changes ten times a second."""
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []
             self.bus.log_lines.publish(batch)
+        now = time.monotonic()
+        if not (final or now - self._side_at >= SIDE_EVERY_S):
+            return
+        if self._step_records or self._checkpoints:
+            self._side_at = now
         if self._step_records:
             records, self._step_records = list(self._step_records.values()), {}
             for record in records:
@@ -455,13 +461,9 @@ class RLTuiApp(App):
             checkpoints, self._checkpoints = self._checkpoints, []
             for checkpoint in checkpoints:
                 self.bus.checkpoint.publish(checkpoint)
-        # A backlog revises every save, and saves() walks them all: publish once a second
-        # (a replay of a long job holds thousands), and at the follower's end (final).
-        timeline = self._save_timeline
-        if timeline is not None and timeline.version != self._saves_published and \
-                (final or time.monotonic() - self._saves_at >= SAVES_EVERY_S):
-            self._saves_published, self._saves_at = timeline.version, time.monotonic()
-            self.bus.saves.publish(timeline.saves())
+        if self._saves is not None:
+            saves, self._saves = self._saves, None
+            self.bus.saves.publish(saves)
 
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:

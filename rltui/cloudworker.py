@@ -9,9 +9,10 @@ reloaded: it is read again before the call. A closed socket (the wizard ended, h
 ended) cancels what runs, closes the Session's connections (port-forward, watches) and ends.
 
 Callbacks: `up`'s and `down`'s listener events travel with the plan's view after the event
-(what the Provision screen draws); `follow_logs`'s text, and `follow_parsed`'s deliveries, are
-merged per turn of the loop (a burst of Ray's 10-line chunks becomes one frame, as toolong
-merges log lines). Errors cross
+(what the Provision screen draws); `follow_logs`'s text is merged per turn of the loop (a
+burst of Ray's 10-line chunks becomes one frame, as toolong merges log lines), and
+`follow_job` sends the updates its JobFeed merged (rltui/jobfeed.py: at most one each 50 ms,
+parsed and tracked here). Errors cross
 as rltui's CloudError (or a builtin exception), never as a Google or Kubernetes class: the
 wizard shows their message and decides nothing from a type it does not load.
 """
@@ -78,20 +79,22 @@ class Worker:
 
     def _callback(self, cid: int, name: str) -> tuple[Callable[[Any], None], Callable[[], None]]:
         """The function a Session call gets for its callback, and what flushes it."""
-        if name in ("follow_logs", "follow_parsed"):
-            pending: list[Any] = []
+        if name == "follow_job":  # its updates are merged already (rltui/jobfeed.py)
+            return (lambda update: self.send("event", cid, update)), (lambda: None)
+        if name == "follow_logs":
+            pending: list[str] = []
 
             def flush() -> None:
                 if pending:
-                    batch = "".join(pending) if name == "follow_logs" else list(pending)
+                    batch = "".join(pending)
                     pending.clear()
                     self.send("event", cid, batch)
 
-            def on_delivery(*delivery: Any) -> None:
+            def on_text(text: str) -> None:
                 if not pending:
                     asyncio.get_running_loop().call_soon(flush)
-                pending.append(delivery[0] if name == "follow_logs" else delivery)
-            return on_delivery, flush
+                pending.append(text)
+            return on_text, flush
 
         def on_event(event: Any) -> None:
             kind = getattr(event, "kind", None)

@@ -223,6 +223,27 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def terminal_line(line: str) -> str:
+    """What a terminal would show: no colour codes, only the last frame of a progress bar."""
+    line = strip_ansi(line).rstrip("\r")
+    return line.rsplit("\r", 1)[-1] if "\r" in line else line
+
+
+def terminal_lines(lines: list[str]) -> list[str]:
+    """`terminal_line` of each line: one regex pass over the batch joined (no escape sequence
+    spans a newline except an OSC, which falls back to the line-by-line path), and the
+    progress-bar cut only where a line holds a \\r."""
+    joined = "\n".join(lines)
+    if "\x1b]" in joined or joined.count("\n") != len(lines) - 1:
+        return [terminal_line(line) for line in lines]
+    if "\x1b" in joined or "\x9b" in joined:
+        joined = strip_ansi(joined)
+    out = joined.split("\n")
+    if "\r" in joined:
+        out = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out]
+    return out
+
+
 # ----------------------------------------------------------------------- blocks
 class _Block:
     """An open multi-line block: its bullets, until a line that is not one."""

@@ -294,12 +294,9 @@ class RemoteSession(Session):
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
         return str(await self._call("follow_logs", Callback(), job_id, on_event=on_text))
 
-    async def follow_parsed(self, on_batch: Callable[[list[str], list[Any], float], Any],
-                            job_id: str | None = None) -> str:
-        def on_event(batches: list[tuple[list[str], list[Any], float]]) -> None:
-            for lines, events, arrived in batches:
-                on_batch(lines, events, arrived)
-        return str(await self._call("follow_parsed", Callback(), job_id, on_event=on_event))
+    async def follow_job(self, on_update: Callable[[Any], Any], job_id: str | None = None) -> Any:
+        final, last = await self._call("follow_job", Callback(), job_id, on_event=on_update)
+        return str(final), last
 
     async def job_summary(self) -> Any:
         return await self._call("job_summary")
@@ -342,7 +339,7 @@ class RemoteSession(Session):
 
 # The Session coroutines the worker may run for the wizard (the others are local).
 REMOTE_METHODS = frozenset({
-    "up", "down", "probe_plan", "inventory", "cost", "preflight", "submit", "follow_logs", "follow_parsed",
+    "up", "down", "probe_plan", "inventory", "cost", "preflight", "submit", "follow_logs", "follow_job",
     "job_summary", "job_info", "pod_events", "kube_events", "raycluster_events", "pod_log",
     "dashboard", "describe_pod", "delete_pod", "lustre_metrics", "lustre_instance",
 })

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import asyncio
 
     from .cost import Estimate, Prices
+    from .jobfeed import JobUpdate
+    from .joblog import TrainingStep
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
@@ -276,6 +278,27 @@ class Session:
         if partial[0]:
             on_batch([partial[0]], [], time.time())
         return final
+
+    async def follow_job(self, on_update: Callable[[JobUpdate], Any],
+                         job_id: str | None = None) -> tuple[str, TrainingStep | None]:
+        """follow_parsed, tracked where it is parsed (rltui/jobfeed.py): `on_update` gets the
+        new lines, the steps they changed, the checkpoints and the saves, at most every 50 ms.
+        Returns the final status and the last step record."""
+        from .jobfeed import JobFeed
+
+        import asyncio
+
+        feed = JobFeed(on_update)
+        try:
+            final = await self.follow_parsed(feed.feed, job_id)
+        except asyncio.CancelledError:
+            feed.cancel()  # its caller went on (a new job): nothing more of this one
+            raise
+        except BaseException:
+            feed.finish()  # what was read before the failure is shown
+            raise
+        feed.finish()
+        return final, feed.last
 
     async def job_summary(self) -> dict[str, Any] | None:
         """The newest job's status, step and attempts (a supervised run's from its record)."""

@@ -13,6 +13,7 @@ from ..joblog import TrainingStep
 
 BARS = "▁▂▃▄▅▆▇█"
 TREND_POINTS = 12
+KEEP = 4 * TREND_POINTS  # the records summary() reads: the newest steps
 
 
 def sparkline(values: list[float]) -> str:
@@ -66,16 +67,16 @@ class JobStrip(Widget):
     def add_record(self, record: TrainingStep) -> None:
         self._records[record.global_step] = record
         self._last = record
+        if len(self._records) > 2 * KEEP:  # the strip shows the newest only: the rest would
+            for step in sorted(self._records)[:-KEEP]:  # be scanned by every full collection
+                del self._records[step]
         self.refresh()
-
-    def _ordered(self) -> list[TrainingStep]:
-        return [self._records[k] for k in sorted(self._records)]
 
     def summary(self) -> dict[str, object]:
         """What the strip shows, as values (tests and other screens read it)."""
         # The newest few only: every record of a long job's replay, sorted on each repaint,
         # cost ~15 ms a frame at 18,000 steps (issue 13).
-        records = [self._records[k] for k in sorted(self._records)[-4 * TREND_POINTS:]]
+        records = [self._records[k] for k in sorted(self._records)[-KEEP:]]
         rewards = [r for r in records if r.avg_reward is not None]
         times = [r for r in records if r.step_time_s is not None]
         current = self._last

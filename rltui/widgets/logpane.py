@@ -39,10 +39,12 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
-from ..joblog import strip_ansi
+from ..joblog import terminal_lines
 
 MAX_LINES = 10_000
-STRIP_CACHE = 1024  # strips by line text: a screen's rows, many times over
+# Strips by line text: six screens of rows. Each Strip holds its own caches (textual
+# strip.py): 1024 of them were ~25,000 objects that every full collection scanned.
+STRIP_CACHE = 256
 
 
 def _widest(lines: list[str], floor: int = 0) -> int:
@@ -62,25 +64,11 @@ def _widest(lines: list[str], floor: int = 0) -> int:
     return best
 
 
-def clean(line: str) -> str:
-    """What a terminal would show: no colour codes, only the last frame of a progress bar."""
-    line = strip_ansi(line).rstrip("\r")
-    return line.rsplit("\r", 1)[-1] if "\r" in line else line
-
-
 def clean_lines(lines: list[str]) -> list[str]:
-    """`clean` of each line, blank ones as " " (a row of the pane): one regex pass over the
-    batch joined (no escape sequence spans a newline except an OSC, which falls back to the
-    line-by-line path), and the progress-bar cut only where a line holds a \\r."""
-    joined = "\n".join(lines)
-    if "\x1b]" in joined or joined.count("\n") != len(lines) - 1:
-        return [clean(line) or " " for line in lines]
-    if "\x1b" in joined or "\x9b" in joined:
-        joined = strip_ansi(joined)
-    out = joined.split("\n")
-    if "\r" in joined:
-        out = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out]
-    return [line or " " for line in out]
+    """What a terminal shows of each line (joblog.terminal_lines), blank ones as " " (a row of
+    the pane). The cloud worker's updates are clean already (rltui/jobfeed.py): a batch with no
+    escape or carriage return goes through as it is."""
+    return [line or " " for line in terminal_lines(lines)]
 
 
 class BoundedLog(ScrollView, can_focus=True):

@@ -65,18 +65,18 @@ class PodLogView(ModalScreen[None]):
 
     def write(self, text: str) -> None:
         """Text from the log stream (whole lines are shown; a partial one waits)."""
-        from .logpane import clean
+        from ..joblog import terminal_line
 
         parts = (self._partial + text).split("\n")
         self._partial = parts.pop()
-        self._pending.extend(clean(p) for p in parts)
+        self._pending.extend(terminal_line(p) for p in parts)
 
     def end(self, error: str = "") -> None:
         """The stream closed: the container ended (""), or the API refused (its words)."""
-        from .logpane import clean
+        from ..joblog import terminal_line
 
         if self._partial:
-            self._pending.append(clean(self._partial))
+            self._pending.append(terminal_line(self._partial))
             self._partial = ""
         self.ended = error or "the container ended: no more output"
 

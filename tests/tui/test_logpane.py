@@ -14,7 +14,8 @@ from textual.scrollbar import ScrollTo, ScrollUp
 
 from rltui.app import RLTuiApp
 from rltui.screens.monitor import MonitorScreen
-from rltui.widgets.logpane import BoundedLog, clean
+from rltui.joblog import terminal_line as clean
+from rltui.widgets.logpane import BoundedLog
 from tests.tui import samples_monitor as S
 from tests.tui.conftest import SIZE
 

@@ -352,6 +352,7 @@ class _LogOnlySession:
         return "SUCCEEDED"
 
     follow_parsed = Session.follow_parsed   # the parse over follow_logs, as the Session does it
+    follow_job = Session.follow_job         # and its JobFeed, as the cloud worker runs it
 
 
 async def test_follow_logs_stamps_each_save_where_its_line_arrives(wizard_app):
