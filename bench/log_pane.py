@@ -10,7 +10,7 @@ calls `on_text` once per message of Ray's tail WebSocket. Here a feeder calls th
 lines or 20,000 characters (ray/dashboard/modules/job/utils.py `file_tail_iterator`,
 MAX_CHUNK_LINE_LENGTH / MAX_CHUNK_CHAR_LENGTH, Ray 2.x), one WebSocket message each
 (job_head.py `tail_job_logs`). Everything after `on_text` (the worker's parser and its JobFeed,
-`Session.follow_job`: the run tracker, the saves, an update at most every 50 ms; the socket;
+`Session.follow_job`: the run tracker, the saves, an update at most every 0.1 s; the socket;
 the wizard's message bus, Monitor screen and pane) is the app's own. Before the first
 line the feeder imports what the real follower loads for its clients
 (`rayjobs.CLIENT_MODULES`, and the Kubernetes client of the dashboard's port-forward), so the

@@ -44,7 +44,9 @@ SCREENS: list[tuple[str, str, str, str, str]] = [
     ("teardown", "Teardown", "teardown", "TeardownScreen", "f10"),
 ]
 PAGES = [(mode, title) for mode, title, *_ in SCREENS]
-LOG_FLUSH_S = 0.1  # batched writes to the log pane (a burst of lines is one message)
+# Batched writes to the log pane (a burst of lines is one message), five a second: each
+# redraws every row of the pane, and a key's frame waits behind the one being drawn.
+LOG_FLUSH_S = 0.2
 SIDE_EVERY_S = 0.5  # the steps, checkpoints and header beside it
 FULL_GC_EVERY = 100  # gc.set_threshold's third: young collections between two full ones
 

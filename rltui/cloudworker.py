@@ -11,7 +11,7 @@ ended) cancels what runs, closes the Session's connections (port-forward, watche
 Callbacks: `up`'s and `down`'s listener events travel with the plan's view after the event
 (what the Provision screen draws); `follow_logs`'s text is merged per turn of the loop (a
 burst of Ray's 10-line chunks becomes one frame, as toolong merges log lines), and
-`follow_job` sends the updates its JobFeed merged (rltui/jobfeed.py: at most one each 50 ms,
+`follow_job` sends the updates its JobFeed merged (rltui/jobfeed.py: at most one each 0.1 s,
 parsed and tracked here). Errors cross
 as rltui's CloudError (or a builtin exception), never as a Google or Kubernetes class: the
 wizard shows their message and decides nothing from a type it does not load.

@@ -282,7 +282,7 @@ class Session:
     async def follow_job(self, on_update: Callable[[JobUpdate], Any],
                          job_id: str | None = None) -> tuple[str, TrainingStep | None]:
         """follow_parsed, tracked where it is parsed (rltui/jobfeed.py): `on_update` gets the
-        new lines, the steps they changed, the checkpoints and the saves, at most every 50 ms.
+        new lines, the steps they changed, the checkpoints and the saves, at most every 0.1 s.
         Returns the final status and the last step record."""
         from .jobfeed import JobFeed
 

@@ -252,3 +252,34 @@ async def test_a_monitor_opened_after_a_long_burst_replays_only_the_newest_lines
         assert log.lines[-1] == clean(feed.newest)
         assert log.following
         assert not any(clean(nemo_line(0)) == line for line in log.lines)  # the first burst left
+
+
+async def test_a_plain_row_is_drawn_as_the_rendered_line_would_be(wizard_app):
+    """BoundedLog.render_line builds a plain row's segments itself (no Rich render): the same
+    segments, styles and offsets as the rendered, cropped and extended line, at every sideways
+    position; a row with a tab, a wide or a combining character still goes through Rich."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        lines = [nemo_line(i) for i in range(40)] + ["x" * 200, "", "tab\there", "wide 数字 line",
+                                                     "  • generation: 20.00s", "▶ Training policy...",
+                                                     "📊 Using log directory", "e\u0301 combined"]
+        log.write_lines(lines, scroll_end=False)
+        await pilot.pause()
+        width, style = log.size.width, log._line_style
+        checked: set[str] = set()
+        for scroll_x, scroll_y in ((x, y) for x in (0, 7, 150, 199, 250) for y in (0, log.max_scroll_y)):
+            log.scroll_to(x=scroll_x, y=scroll_y, animate=False, immediate=True)
+            await pilot.pause()
+            x, top = log.scroll_offset
+            for y in range(log.size.height):
+                index = top + y
+                if index >= len(log.lines):
+                    break
+                drawn = log.render_line(y)
+                rendered = log._line_strip(index, style).crop_extend(x, x + width, style) \
+                    .apply_offsets(x, index)
+                assert list(drawn) == list(rendered), (scroll_x, log.lines[index])
+                checked.add(log.lines[index][:4])
+        assert {"x" * 4, "", "tab\t", "wide", "  • ", "▶ Tr", "📊 Us", "e\u0301 c"} <= checked
