@@ -90,6 +90,7 @@ class CloudLink:
     _calls: dict[int, _Call] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _starting: asyncio.Lock | None = None
+    _closed: bool = False   # close() began: no worker is started again
 
     @property
     def pid(self) -> int | None:
@@ -101,6 +102,8 @@ class CloudLink:
         async with self._starting:
             if self._writer is not None:
                 return self._writer
+            if self._closed:  # a call from a screen still polling while the wizard closes
+                raise WorkerGone("the cloud worker was closed with the wizard")
             ours, self._proc = _spawn()
             reader, writer = await asyncio.open_unix_connection(sock=ours)
             write_frame(writer, ("init", *self.init()))
@@ -191,7 +194,10 @@ class CloudLink:
             self._calls.pop(cid, None)
 
     async def close(self) -> None:
-        """Ask the worker to close its connections and end; stop it if it does not."""
+        """Ask the worker to close its connections and end; stop it if it does not. A call
+        made from here on fails (WorkerGone) instead of starting a new worker: one started
+        while the wizard closed was never closed, and this waited on it for ever."""
+        self._closed = True
         proc, writer = self._proc, self._writer
         if writer is not None and not writer.is_closing():
             write_frame(writer, ("close", None, None))

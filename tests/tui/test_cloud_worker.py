@@ -122,3 +122,28 @@ async def test_a_bad_env_sh_comes_back_as_the_config_error_naming_each_field(san
         assert {"REGION", "NUM_NODES"} <= fields, bad.value.problems
     finally:
         await session.close()
+
+
+async def test_a_call_while_the_wizard_closes_starts_no_second_worker(sandbox, tmp_path, monkeypatch):
+    """Quitting while a screen still polls: the poll's next call fails (WorkerGone) instead of
+    starting a worker that nothing would close; close() returns (it waited for ever on one)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    session = RemoteSession(_env(tmp_path, "tui-worker-close"), lambda: Endpoints.sandbox(sandbox))
+    await session.preflight()
+    first = session.link.pid
+
+    async def poll() -> None:   # a screen's poll loop, as the Metrics screen's
+        while True:
+            try:
+                await session.inventory()
+            except WorkerGone:
+                return
+            await asyncio.sleep(0.05)
+
+    polling = asyncio.ensure_future(poll())
+    await asyncio.sleep(0.5)
+    await asyncio.wait_for(session.close(), 30)
+    await asyncio.wait_for(polling, 30)
+    assert session.link.pid == first, "no second worker"
+    with pytest.raises(WorkerGone):
+        await session.inventory()
