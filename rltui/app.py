@@ -439,8 +439,8 @@ class RLTuiApp(App):
             await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 
     def _flush_logs(self, final: bool = False) -> None:
-        """What the follower brought since the last flush: the lines as one batch, at most 10
-        times a second; at most twice a second, each changed step once (its newest version,
+        """What the follower brought since the last flush: the lines as one batch, at most 5
+        times a second (LOG_FLUSH_S); at most twice a second, each changed step once (its newest version,
         in the order steps changed), the checkpoints and the header. In a burst the strip,
         the checkpoints and the header repainted with every batch of lines, each ~1-3 ms of
         a frame, and a key's frame waited behind them (issue 13); nobody reads a step count
