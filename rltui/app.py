@@ -94,7 +94,8 @@ class RLTuiApp(App):
         self._step_records: dict[int, TrainingStep] = {}   # parsed, not yet published
         self._checkpoints: list[CheckpointEvent] = []
         self._quit_warned = False
-        self._saves: list[Save] | None = None   # the followed job's saves, when they changed
+        self._saves: dict[int, Save] = {}   # the followed job's saves by step, as followed
+        self._saves_changed = False         # since the last flush
         self._side_at = 0.0   # when steps and checkpoints were last published
 
     # --- navigation, help, palette ---
@@ -364,9 +365,9 @@ class RLTuiApp(App):
                 if worker.group == name:
                     worker.cancel()
         self._log_buffer, self._step_records, self._checkpoints = [], {}, []
-        for topic in (self.bus.log_lines, self.bus.step_record, self.bus.checkpoint):
+        for topic in (self.bus.log_lines, self.bus.step_records, self.bus.checkpoints):
             topic.history.clear()
-        self._saves = None
+        self._saves, self._saves_changed = {}, False
         self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
         self.set_header(job="PENDING" if job_id else "")
         self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
@@ -408,9 +409,12 @@ class RLTuiApp(App):
                 self._step_records.pop(record.global_step, None)
                 self._step_records[record.global_step] = record
             self._checkpoints.extend(update.checkpoints)
-            if update.saves is not None:
-                self._saves = update.saves
+            if update.changed_saves:
+                for save in update.changed_saves:
+                    self._saves[save.step] = save
+                self._saves_changed = True
 
+        self._saves, self._saves_changed = {}, False  # this follow's: its worker sends changes
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
         self.poll_run()
         final, last = await self.session.follow_job(on_update)
@@ -440,11 +444,12 @@ class RLTuiApp(App):
 
     def _flush_logs(self, final: bool = False) -> None:
         """What the follower brought since the last flush: the lines as one batch, at most 5
-        times a second (LOG_FLUSH_S); at most twice a second, each changed step once (its newest version,
-        in the order steps changed), the checkpoints and the header. In a burst the strip,
-        the checkpoints and the header repainted with every batch of lines, each ~1-3 ms of
-        a frame, and a key's frame waited behind them (issue 13); nobody reads a step count
-        that changes ten times a second."""
+        times a second (LOG_FLUSH_S); at most twice a second, each changed step once (its newest
+        version, in the order steps changed) and the checkpoints, each as one batch, and the
+        header. In a burst the strip, the checkpoints and the header repainted with every
+        batch of lines, each ~1-3 ms of a frame, and a key's frame waited behind them; a
+        message per step held the Monitor's loop ~30 ms a flush (issue 13). Nobody reads a
+        step count that changes ten times a second."""
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []
             self.bus.log_lines.publish(batch)
@@ -455,17 +460,15 @@ class RLTuiApp(App):
             self._side_at = now
         if self._step_records:
             records, self._step_records = list(self._step_records.values()), {}
-            for record in records:
-                self.bus.step_record.publish(record)
+            self.bus.step_records.publish(records)
             last = records[-1]
             self.set_header(job=f"RUNNING {last.step}/{last.total_steps}")
         if self._checkpoints:
             checkpoints, self._checkpoints = self._checkpoints, []
-            for checkpoint in checkpoints:
-                self.bus.checkpoint.publish(checkpoint)
-        if self._saves is not None:
-            saves, self._saves = self._saves, None
-            self.bus.saves.publish(saves)
+            self.bus.checkpoints.publish(checkpoints)
+        if self._saves_changed:
+            self._saves_changed = False
+            self.bus.saves.publish([self._saves[k] for k in sorted(self._saves)])
 
     @work(exclusive=True, group="pods", exit_on_error=False)
     async def watch_pods(self) -> None:

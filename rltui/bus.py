@@ -47,27 +47,33 @@ class ReplaySignal(Signal[T], Generic[T]):
             callback(data)
 
 
-class LineReplaySignal(ReplaySignal[list[str]]):
-    """A stream of line batches whose history is bounded by lines, not batches: a screen
-    built later replays at most `keep` of the newest lines (all the log pane can hold). Two
-    thousand batches of a 20k lines/s burst held every line of a million (427 MB, issue 13)."""
+class BatchReplaySignal(ReplaySignal[list[T]], Generic[T]):
+    """A stream published in batches (one per flush: a burst is one message, not one per
+    item) whose history is bounded by items, not batches: a screen built later replays at
+    most `keep` of the newest. Two thousand batches of a 20k lines/s burst held every line
+    of a million (427 MB), and a message per step record cost its screen ~30 ms a flush
+    (issue 13)."""
 
     def __init__(self, owner: App[Any], name: str, keep: int) -> None:
         super().__init__(owner, name, keep=keep)
         self.history = deque()
-        self.keep_lines = keep
-        self.lines = 0
+        self.keep_items = keep
+        self.items = 0
 
-    def publish(self, data: list[str]) -> None:
-        if len(data) > self.keep_lines:
-            data = data[-self.keep_lines:]
+    def publish(self, data: list[T]) -> None:
+        if len(data) > self.keep_items:
+            data = data[-self.keep_items:]
         if not self.history:
-            self.lines = 0  # cleared (reset_job): nothing left to count
+            self.items = 0  # cleared (reset_job): nothing left to count
         self.history.append(data)
-        self.lines += len(data)
-        while self.lines - len(self.history[0]) >= self.keep_lines:
-            self.lines -= len(self.history.popleft())
+        self.items += len(data)
+        while self.items - len(self.history[0]) >= self.keep_items:
+            self.items -= len(self.history.popleft())
         Signal.publish(self, data)
+
+    def replayed(self) -> list[T]:
+        """What a screen subscribing now receives, as one list."""
+        return [item for batch in self.history for item in batch]
 
 
 LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show no more
@@ -75,22 +81,23 @@ LOG_REPLAY_LINES = 10_000  # the log pane's MAX_LINES: a later screen can show n
 
 class Bus:
     """The topics screens subscribe to. State topics replay their last value; streams replay
-    a bounded history (of batches; of lines for log_lines). Each topic's payload type is
-    declared below."""
+    a bounded history (of events; of items for the batched ones). Each topic's payload type
+    is declared below."""
 
     STATE: ClassVar[tuple[str, ...]] = (
         "header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
         "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves", "cost")
     STREAMS: ClassVar[dict[str, int]] = {
-        "run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES, "step_record": 5000,
-        "checkpoint": 1000, "teardown_event": 2000, "notice": 100}
+        "run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES, "step_records": 5000,
+        "checkpoints": 1000, "teardown_event": 2000, "notice": 100}
+    BATCHED: ClassVar[tuple[str, ...]] = ("log_lines", "step_records", "checkpoints")
     TOPICS: ClassVar[tuple[str, ...]] = STATE + tuple(STREAMS)
 
     def __init__(self, owner: App[Any]) -> None:
         for topic in self.STATE:
             setattr(self, topic, ReplaySignal(owner, topic, keep=1))
         for topic, keep in self.STREAMS.items():
-            kind = LineReplaySignal if topic == "log_lines" else ReplaySignal
+            kind = BatchReplaySignal if topic in self.BATCHED else ReplaySignal
             setattr(self, topic, kind(owner, topic, keep=keep))
 
     # What each topic carries (set in __init__ from STATE and STREAMS).
@@ -110,8 +117,8 @@ class Bus:
     cost: ReplaySignal[Any]                           # rltui/cost.py Estimate of what exists; None: no prices
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
-    log_lines: LineReplaySignal                       # a burst of lines, written in one batch
-    step_record: ReplaySignal[TrainingStep]
-    checkpoint: ReplaySignal[CheckpointEvent]
+    log_lines: BatchReplaySignal[str]                 # a burst of lines, written in one batch
+    step_records: BatchReplaySignal[TrainingStep]     # each changed step's newest version
+    checkpoints: BatchReplaySignal[CheckpointEvent]
     teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
     notice: ReplaySignal[tuple[str, str | None, str]]  # (severity, worker group, message)

@@ -92,12 +92,12 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
                 await shot("job")
                 app.submit_job(False)
                 await app.switch_mode("monitor")
-                await _until("step 8", lambda: any(r.step >= 8 for r in bus.step_record.history),
+                await _until("step 8", lambda: any(r.step >= 8 for r in bus.step_records.replayed()),
                              pilot, 180)
                 await shot("monitor")
                 await app.switch_mode("metrics")
                 await _until("two checkpoints and throughput points",
-                             lambda: len(bus.checkpoint.history) >= 2 and bus.metrics.last
+                             lambda: len(bus.checkpoints.replayed()) >= 2 and bus.metrics.last
                              and bus.metrics.last.get("write"), pilot, 180)
                 await _until("the job's end", lambda: (bus.job_status.last or {}).get("status")
                              in ("SUCCEEDED", "FAILED", "STOPPED"), pilot, 300)

@@ -5,7 +5,7 @@ Where it runs: in the wizard's cloud worker (Session.follow_job there; rltui/clo
 beside the parser, so that a burst costs the wizard's process only what it shows. Fed the
 parser's events, the wizard unpickled, tracked and timed ~450,000 events in a 1M-line burst
 (about a third of its time, issue 13); now it gets the newest version of each step that
-changed, the checkpoints, the lines as a terminal shows them, and the saves when they changed.
+changed, the checkpoints, the lines as a terminal shows them, and the saves that changed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from .saves import Save
 
 UPDATE_EVERY_S = 0.1  # half the wizard's 0.2 s log flush: an update never waits a whole one
-SAVES_EVERY_S = 1.0    # saves() walks every save of the job: a backlog revises them all
+SAVES_EVERY_S = 1.0    # saves() walks every save of the job
+# A backlog revises every save's estimate with each step it reads (rltui/saves.py): 9,000
+# saves a second held the wizard's loop ~40 ms to unpickle and show, once a second (issue 13).
+# A long list of revisions waits a second for each SAVES_PER_S of them.
+SAVES_PER_S = 2000
 
 
 @dataclass
@@ -32,12 +36,13 @@ class JobUpdate:
     lines: list[str] = field(default_factory=list)        # complete lines, as a terminal shows them
     records: list[TrainingStep] = field(default_factory=list)  # each changed step's newest version
     checkpoints: list[CheckpointEvent] = field(default_factory=list)
-    saves: list[Save] | None = None                       # every save so far, when they changed
+    changed_saves: list[Save] = field(default_factory=list)  # new or revised since the last one
 
 
 class JobFeed:
     """Feed it what Session.follow_parsed delivers; it calls `on_update` with a JobUpdate at
-    most every `every_s` (and once more at `finish`), the saves at most every SAVES_EVERY_S."""
+    most every `every_s` (and once more at `finish`); the saves that changed at most every
+    SAVES_EVERY_S, or a second for each SAVES_PER_S of them the last time."""
 
     def __init__(self, on_update: Callable[[JobUpdate], Any], every_s: float = UPDATE_EVERY_S) -> None:
         from .saves import SaveTimeline
@@ -48,7 +53,8 @@ class JobFeed:
         self._lines: list[str] = []
         self._records: dict[int, TrainingStep] = {}
         self._checkpoints: list[CheckpointEvent] = []
-        self._saves_version, self._saves_at = 0, 0.0
+        self._saves_version, self._saves_at, self._saves_wait_s = 0, 0.0, 0.0
+        self._sent_saves: dict[int, Save] = {}   # by step, as last sent
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None        # the next update
         self._saves_timer: asyncio.TimerHandle | None = None  # changed saves, when due
@@ -96,17 +102,28 @@ class JobFeed:
         self._schedule(max(0.0, self.every_s - (time.monotonic() - self._sent_at)))
 
     def _send(self, final: bool) -> None:
-        saves = None
+        saves: list[Save] = []
         if self.timeline.version != self._saves_version:
-            wait_s = SAVES_EVERY_S - (time.monotonic() - self._saves_at)
+            wait_s = self._saves_wait_s - (time.monotonic() - self._saves_at)
             if final or wait_s <= 0:
                 self._saves_version, self._saves_at = self.timeline.version, time.monotonic()
-                saves = self.timeline.saves()
-            elif self._saves_timer is None:  # changed saves are never held past a second
+                saves = self._changed_saves()
+                self._saves_wait_s = max(SAVES_EVERY_S, len(saves) / SAVES_PER_S)
+            elif self._saves_timer is None:  # changed saves are never held past their wait
                 self._saves_timer = asyncio.get_running_loop().call_later(wait_s, self._saves_due)
-        if not (self._lines or self._records or self._checkpoints or saves is not None):
+        if not (self._lines or self._records or self._checkpoints or saves):
             return
         update = JobUpdate(self._lines, list(self._records.values()), self._checkpoints, saves)
         self._lines, self._records, self._checkpoints = [], {}, []
         self._sent_at = time.monotonic()
         self.on_update(update)
+
+    def _changed_saves(self) -> list[Save]:
+        """The saves new or revised since the last send (saves() hands the same object for an
+        answer that did not change), oldest first."""
+        sent, changed = self._sent_saves, []
+        for save in self.timeline.saves():
+            if sent.get(save.step) is not save:
+                sent[save.step] = save
+                changed.append(save)
+        return changed

@@ -142,7 +142,7 @@ class JobScreen(WizardScreen):
         bus = self.wizard.bus
         bus.config.subscribe(self, self._on_config)
         bus.job_status.subscribe(self, self._on_job_status)
-        bus.step_record.subscribe(self, self._on_step_record)  # each replays what came before
+        bus.step_records.subscribe(self, self._on_step_records)  # each replays what came before
         self.query_one("#job-dashboard").display = False
         dashboard = getattr(bus, "dashboard", None)  # published by the app once it answers
         if dashboard is not None:
@@ -186,8 +186,8 @@ class JobScreen(WizardScreen):
     def _on_job_status(self, status: dict[str, Any]) -> None:
         self.query_one(JobStrip).set_status(status)
 
-    def _on_step_record(self, record: TrainingStep) -> None:
-        self.query_one(JobStrip).add_record(record)
+    def _on_step_records(self, records: list[TrainingStep]) -> None:
+        self.query_one(JobStrip).add_records(records)
 
     def _on_dashboard(self, payload: Any) -> None:
         url = dashboard_url(payload)

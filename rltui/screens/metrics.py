@@ -297,7 +297,7 @@ class MetricsScreen(WizardScreen):
         bus.metrics.subscribe(self, self._on_metrics)
         bus.saves.subscribe(self, self._on_saves)
         bus.lustre.subscribe(self, self._on_lustre)
-        bus.step_record.subscribe(self, self._on_step_record)
+        bus.step_records.subscribe(self, self._on_step_records)
         bus.job_status.subscribe(self, self._on_job_status)
         if self.wizard.session is not None:
             self._poll()
@@ -392,8 +392,9 @@ class MetricsScreen(WizardScreen):
                     ChartSpec(empty=NO_REWARD if name == "reward" else NO_STEP_TIME))
             self._draw_steps()   # the overlay stays, alone until a step arrives
 
-    def _on_step_record(self, record: TrainingStep) -> None:
-        self._records[record.global_step] = record
+    def _on_step_records(self, records: list[TrainingStep]) -> None:
+        for record in records:
+            self._records[record.global_step] = record
         self._draw_steps()
 
     # --- drawing ---

@@ -154,8 +154,8 @@ class MonitorScreen(WizardScreen):
         bus.pod_event.subscribe(self, self._on_pod_event)
         bus.log_lines.subscribe(self, self._on_log_lines)
         bus.job_status.subscribe(self, self._on_job_status)
-        bus.step_record.subscribe(self, self._on_step_record)
-        bus.checkpoint.subscribe(self, self._on_checkpoint)
+        bus.step_records.subscribe(self, self._on_step_records)
+        bus.checkpoints.subscribe(self, self._on_checkpoints)
         bus.kube_events.subscribe(self, self._on_kube_events)
         self._arrange(self.app.size.width)
         self.query_one("#job-log").focus()
@@ -240,11 +240,11 @@ class MonitorScreen(WizardScreen):
             self.query_one(JobLogPane).reset()
         self.query_one(JobStrip).set_status(status)
 
-    def _on_step_record(self, record: TrainingStep) -> None:
-        self.query_one(JobStrip).add_record(record)
+    def _on_step_records(self, records: list[TrainingStep]) -> None:
+        self.query_one(JobStrip).add_records(records)
 
-    def _on_checkpoint(self, event: CheckpointEvent) -> None:
-        self.query_one(CheckpointsList).add(event)
+    def _on_checkpoints(self, events: list[CheckpointEvent]) -> None:
+        self.query_one(CheckpointsList).add(events)
 
     def _on_kube_events(self, events: list[dict]) -> None:
         self.query_one(RecentEvents).set_events(events)

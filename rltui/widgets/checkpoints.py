@@ -61,12 +61,13 @@ class CheckpointsList(Widget):
             self._estimated = False
             self.refresh(layout=True)
 
-    def add(self, event: CheckpointEvent) -> None:
-        """A save known from its event only; a timed Save of the same step stays."""
-        if not isinstance(self._saved.get(event.step), Save):
-            height = self._height()
-            self._saved[event.step] = event
-            self._repaint(height)
+    def add(self, events: list[CheckpointEvent]) -> None:
+        """Saves known from their events only; a timed Save of the same step stays."""
+        height, saved = self._height(), self._saved
+        for event in events:
+            if not isinstance(saved.get(event.step), Save):
+                saved[event.step] = event
+        self._repaint(height)
 
     def show(self, saves: list[Save]) -> None:
         height = self._height()

@@ -1,6 +1,6 @@
 """One glance at the job: status, step s/S, the last reward (and its change), the step time.
 
-Fed by `job_status` ({"id", "status"}) and `step_record` (rltui.joblog.TrainingStep); a record
+Fed by `job_status` ({"id", "status"}) and `step_records` (batches of rltui.joblog.TrainingStep); a record
 is published again as its step fills in, so the newest record per step wins.
 """
 
@@ -64,9 +64,13 @@ class JobStrip(Widget):
             self.recovery = str(status.get("recovery") or "")
         self.refresh()
 
-    def add_record(self, record: TrainingStep) -> None:
-        self._records[record.global_step] = record
-        self._last = record
+    def add_records(self, records: list[TrainingStep]) -> None:
+        """Each changed step's newest version, in the order steps changed."""
+        if not records:
+            return
+        for record in records:
+            self._records[record.global_step] = record
+        self._last = records[-1]
         if len(self._records) > 2 * KEEP:  # the strip shows the newest only: the rest would
             for step in sorted(self._records)[:-KEEP]:  # be scanned by every full collection
                 del self._records[step]

@@ -202,7 +202,7 @@ async def test_a_job_screen_opened_late_shows_env_sh_and_the_last_job():
     async with app.run_test(size=SIZE) as pilot:
         app.bus.config.publish(S.config_state(MAX_STEPS="7"))
         app.bus.job_status.publish(S.JOB_STATUS)
-        app.bus.step_record.publish(TrainingStep(3, 20, 1, avg_reward=0.25, step_time_s=351.0))
+        app.bus.step_records.publish([TrainingStep(3, 20, 1, avg_reward=0.25, step_time_s=351.0)])
         await app.switch_mode("job")
         await pilot.pause()
         screen = app.screen

@@ -41,4 +41,4 @@ async def test_teardown_clears_the_job_and_the_cluster_from_every_screen(wizard_
         await app.switch_mode("job")
         await pilot.pause()
         assert app.screen.query_one(JobStrip).job_id is None
-        assert not app.bus.log_lines.history and not app.bus.step_record.history
+        assert not app.bus.log_lines.history and not app.bus.step_records.history

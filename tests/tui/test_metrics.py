@@ -24,8 +24,7 @@ async def _show_run(app, pilot, saves=None) -> None:
     """The sample run as the app would publish it: records, the timed saves, a poll."""
     await app.switch_mode("metrics")
     await pilot.pause()
-    for record in S.step_records():
-        app.bus.step_record.publish(record)
+    app.bus.step_records.publish(list(S.step_records()))
     app.bus.saves.publish(S.saves() if saves is None else saves)
     app.bus.lustre.publish(S.lustre())
     app.bus.metrics.publish(S.metrics())
@@ -212,8 +211,7 @@ async def test_data_published_on_another_screen_is_there_on_return(wizard_app):
         await pilot.pause()
         await app.switch_mode("elsewhere")
         await pilot.pause()
-        for record in S.step_records():
-            app.bus.step_record.publish(record)
+        app.bus.step_records.publish(list(S.step_records()))
         app.bus.saves.publish(S.saves())
         app.bus.metrics.publish(S.metrics())
         await pilot.pause()

@@ -38,10 +38,8 @@ def publish_all(app: RLTuiApp) -> None:
         app.bus.pod_event.publish(event)
     app.bus.log_lines.publish(S.log_lines())
     app.bus.job_status.publish(S.JOB_STATUS)
-    for record in S.step_records():
-        app.bus.step_record.publish(record)
-    for ckpt in S.checkpoints():
-        app.bus.checkpoint.publish(ckpt)
+    app.bus.step_records.publish(list(S.step_records()))
+    app.bus.checkpoints.publish(list(S.checkpoints()))
     app.bus.saves.publish(S.saves())
     app.bus.kube_events.publish(S.kube_events())
 

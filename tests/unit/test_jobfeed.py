@@ -55,7 +55,7 @@ def test_a_burst_arrives_in_few_updates_with_every_step_and_line():
     lines = [line for update in updates for line in update.lines]
     assert len(lines) == text.count("\n")
     assert not any("\x1b" in line or "\r" in line for line in lines), "as a terminal shows them"
-    assert updates[-1].saves and [s.step for s in updates[-1].saves] == sorted(
+    assert [s.step for s in updates[-1].changed_saves] == sorted(
         s["step"] for s in truth if s["checkpoint_s"] is not None)
     assert feed.last is not None and feed.last.step == truth[-1]["step"]
 
@@ -73,7 +73,7 @@ def test_updates_come_at_most_every_50_ms_and_saves_at_most_every_second():
     times = [t for t, _ in updates]
     assert 10 <= len(updates) <= 40, len(updates)
     assert all(b - a >= 0.04 for a, b in zip(times, times[1:-1])), "the last is the end's"
-    with_saves = [t for t, u in updates if u.saves is not None]
+    with_saves = [t for t, u in updates if u.changed_saves]
     assert with_saves and all(b - a >= 0.95 for a, b in zip(with_saves, with_saves[1:-1]))
 
 
@@ -88,3 +88,60 @@ def test_a_cancelled_follow_sends_nothing_more():
 
     asyncio.run(main())
     assert updates == []
+
+
+def test_each_save_is_sent_when_it_changed_and_together_they_are_every_save():
+    """Updates carry the saves new or revised since the one before: the wizard keeps them by
+    step, and what it has at the end is what the timeline says; an unchanged save is not sent
+    again."""
+    text = (DATA / "grpo_noisy.log").read_text()
+    updates: list[JobUpdate] = []
+
+    async def main() -> JobFeed:
+        feed = JobFeed(updates.append, every_s=0.01)
+        await follow(feed, chunks(text), gap_s=0.001)
+        return feed
+
+    import rltui.jobfeed as jobfeed
+
+    every_s, jobfeed.SAVES_EVERY_S = jobfeed.SAVES_EVERY_S, 0.01
+    try:
+        feed = asyncio.run(main())
+    finally:
+        jobfeed.SAVES_EVERY_S = every_s
+    known: dict[int, object] = {}
+    for update in updates:
+        for save in update.changed_saves:
+            assert known.get(save.step) != save, f"step {save.step} sent again unchanged"
+            known[save.step] = save
+    assert [known[k] for k in sorted(known)] == feed.timeline.saves()
+    assert len([u for u in updates if u.changed_saves]) >= 5
+
+
+def test_a_long_list_of_revisions_waits_a_second_for_each_budget_of_them(monkeypatch):
+    """A backlog revises every save with each step it reads: after n revisions the next
+    ones wait n / SAVES_PER_S seconds (at least SAVES_EVERY_S), so the wizard's loop spends a
+    bounded share of each second taking them in."""
+    import rltui.jobfeed as jobfeed
+
+    monkeypatch.setattr(jobfeed, "SAVES_EVERY_S", 0.05)
+    monkeypatch.setattr(jobfeed, "SAVES_PER_S", 20)
+    text = (DATA / "grpo_noisy.log").read_text()
+    updates: list[tuple[float, JobUpdate]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        feed = JobFeed(lambda u: updates.append((loop.time(), u)), every_s=0.01)
+        parser, partial = JobLogParser(log_lines=False), [""]
+        for text_part in chunks(text):   # a backlog: every chunk arrives at the same moment
+            lines = (partial[0] + text_part).split("\n")
+            partial[0] = lines.pop()
+            feed.feed(lines, parser.feed(text_part), 1000.0)
+            await asyncio.sleep(0.003)
+        feed.finish()
+
+    asyncio.run(main())
+    with_saves = [(t, len(u.changed_saves)) for t, u in updates if u.changed_saves]
+    assert len(with_saves) >= 3
+    for (t0, n), (t1, _) in zip(with_saves, with_saves[1:-1]):   # the last is the end's
+        assert t1 - t0 >= max(0.05, n / 20) - 0.01, (t1 - t0, n)
