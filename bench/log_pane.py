@@ -31,6 +31,12 @@ alternated during the feed. Both tmux commands go through one control-mode clien
 this bench did before (5.8 ms a capture, a key's own process start counted in its figure).
 
     .venv/bin/python bench/log_pane.py [--lines 1000000] [--rate 20000] [--instrument spawn]
+
+Where the time goes, inside the app (these hooks slow it a little): LOG_PANE_SLOW=out.json
+writes every loop callback over LOG_PANE_SLOW_MS (5) with what it ran, out.renders.json (the
+renders by widget), out.marks.json (each key read, acted on, written; each frame) and
+out.keys.json (each key sent and seen here); LOG_PANE_KEYPROF=1 adds a profile of the keys'
+frames. TEXTUAL_* variables reach the app (TEXTUAL_FPS=240: Textual's frame cap).
 """
 
 from __future__ import annotations
@@ -153,10 +159,11 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
         app = active_app.get()
         seen: dict[int, int] = {}
 
-        def on_record(record: Any) -> None:
-            seen[record.global_step] = _digest(getattr(record, f) for f in FIELDS)
+        def on_records(records: list[Any]) -> None:
+            for record in records:
+                seen[record.global_step] = _digest(getattr(record, f) for f in FIELDS)
 
-        app.bus.step_record.subscribe(app, on_record)
+        app.bus.step_records.subscribe(app, on_records)
         rss_before = _status(os.getpid(), "VmRSS")
         final = await remote_follow(self, on_update, job_id)   # the feed, through the worker
         await asyncio.sleep(1.0)  # the last flush (0.1 s) and the screens' handlers
@@ -169,6 +176,8 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
 
     remote.RemoteSession.follow_job = follow_job  # type: ignore[method-assign]
     argv = ["--sandbox", "--env", str(ROOT / "assets" / "sandbox.env.sh")]
+    if os.environ.get("LOG_PANE_SLOW"):
+        _trace_slow_callbacks(Path(os.environ["LOG_PANE_SLOW"]))
     if not os.environ.get("LOG_PANE_PROFILE"):
         return main(argv)
     import cProfile
@@ -177,6 +186,161 @@ def run_app(feed: Path, result: Path, rate: float) -> int:
         code = main(argv)
     prof.dump_stats(os.environ["LOG_PANE_PROFILE"])
     return code
+
+
+def _trace_slow_callbacks(out: Path, over_s: float = float(os.environ.get("LOG_PANE_SLOW_MS", "5")) / 1000) -> None:
+    """LOG_PANE_SLOW=out.json: every loop callback that held the loop over 5 ms, with what it ran."""
+    import atexit
+    from asyncio import events
+
+    slow: list[tuple[float, float, str]] = []
+    run = events.Handle._run
+
+    def timed(self: Any) -> None:
+        t0 = time.perf_counter()
+        run(self)
+        dt = time.perf_counter() - t0
+        if dt > over_s:
+            slow.append((t0, dt, _what(self)))
+
+    def _what(handle: Any) -> str:
+        task = getattr(handle._callback, "__self__", None)
+        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+        if coro is None:
+            return repr(handle)[:200]
+        owner = getattr(coro, "cr_frame", None) and coro.cr_frame.f_locals.get("self")
+        name = type(owner).__name__ if owner is not None else "-"
+        if name == "Timer":
+            name += " " + getattr(owner._callback, "__qualname__", repr(owner._callback))
+        return f"{coro.__qualname__} of {name}"
+
+    from textual.message_pump import MessagePump
+
+    dispatch = MessagePump._dispatch_message
+
+    async def timed_dispatch(self: Any, message: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await dispatch(self, message)
+        finally:
+            dt = time.perf_counter() - t0
+            if dt > over_s:
+                slow.append((t0, dt, f"message {type(message).__name__} to {type(self).__name__}"))
+
+    MessagePump._dispatch_message = timed_dispatch  # type: ignore[method-assign]
+    flush = MessagePump._flush_next_callbacks
+
+    async def timed_flush(self: Any) -> None:
+        from collections import Counter
+
+        names = Counter(getattr(c.callback.func, "__qualname__", "?") for c in self._next_callbacks)
+        t0 = time.perf_counter()
+        await flush(self)
+        dt = time.perf_counter() - t0
+        if dt > over_s:
+            slow.append((t0, dt, f"callbacks of {type(self).__name__}: "
+                         + ", ".join(f"{n} x{c}" for n, c in names.most_common(4))))
+
+    MessagePump._flush_next_callbacks = timed_flush  # type: ignore[method-assign]
+    from collections import Counter
+
+    from textual._styles_cache import StylesCache
+
+    renders: Counter[str] = Counter()
+    render_time: Counter[str] = Counter()
+    render_widget = StylesCache.render_widget
+
+    def counted(self: Any, widget: Any, crop: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return render_widget(self, widget, crop)
+        finally:
+            name = f"{type(widget).__name__}#{widget.id}" if widget.id else type(widget).__name__
+            renders[name] += 1
+            render_time[name] += time.perf_counter() - t0
+
+    StylesCache.render_widget = counted  # type: ignore[method-assign]
+    from textual import _compositor
+    from textual.app import App
+
+    def timed_as(name: str, fn: Any) -> Any:
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                renders["=" + name] += 1
+                render_time["=" + name] += time.perf_counter() - t0
+        return timed_call
+
+    _compositor.Compositor.render_partial_update = timed_as(  # type: ignore[method-assign]
+        "render_partial_update", _compositor.Compositor.render_partial_update)
+    _compositor.ChopsUpdate.render_segments = timed_as(  # type: ignore[method-assign]
+        "render_segments", _compositor.ChopsUpdate.render_segments)
+    App._display = timed_as("display", App._display)  # type: ignore[method-assign]
+
+    # A key's way through the app: read by the driver's input thread, acted on, written out.
+    from textual import events as ev
+    from textual.drivers._writer_thread import WriterThread
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from rltui.widgets.logpane import BoundedLog
+
+    marks: list[tuple[str, float]] = []
+    process = LinuxDriver.process_message
+
+    def read(self: Any, message: Any) -> None:
+        if isinstance(message, ev.Key):
+            marks.append(("read " + message.key, time.monotonic()))
+        process(self, message)
+
+    LinuxDriver.process_message = read  # type: ignore[method-assign]
+    def marked(name: str) -> Callable[[Any], Any]:
+        act = getattr(BoundedLog, name)
+
+        def acted(self: Any) -> Any:
+            marks.append((name, time.monotonic()))  # the next frame is the key's
+            return act(self)
+        return acted
+
+    for action in ("action_page_up", "action_scroll_end"):
+        setattr(BoundedLog, action, marked(action))
+    put = WriterThread.write
+
+    def wrote(self: Any, text: str) -> None:
+        marks.append(("write", time.monotonic()))
+        put(self, text)
+
+    WriterThread.write = wrote  # type: ignore[method-assign]
+    from textual.screen import Screen
+
+    update = Screen._on_timer_update
+
+    import cProfile
+
+    keyprof = cProfile.Profile()
+
+    def frame(self: Any) -> None:
+        marks.append(("frame", time.monotonic()))
+        after_key = bool(os.environ.get("LOG_PANE_KEYPROF")) and len(marks) > 1 and \
+            marks[-2][0].startswith("action_")
+        if after_key:
+            keyprof.enable()
+        update(self)
+        if after_key:
+            keyprof.disable()
+        marks.append(("framed", time.monotonic()))
+
+    if os.environ.get("LOG_PANE_KEYPROF"):  # and a profile of the keys' frames
+        atexit.register(lambda: keyprof.dump_stats(str(out.with_suffix(".keyframes.prof"))))
+
+    Screen._on_timer_update = frame  # type: ignore[method-assign]
+    atexit.register(lambda: out.with_suffix(".marks.json").write_text(json.dumps(marks)))
+    atexit.register(lambda: out.with_suffix(".renders.json").write_text(json.dumps(
+        {k: (renders[k], render_time[k]) for k in renders})))
+
+    events.Handle._run = timed  # type: ignore[method-assign]
+    atexit.register(lambda: out.write_text(json.dumps(slow)))
 
 
 def _status(pid: int, key: str) -> float:
@@ -194,6 +358,7 @@ def _tmux(*args: str, check: bool = True) -> str:
 
 
 CTL: list[Any] = []   # the TmuxControl client, once the session exists
+SENT: list[tuple[str, float, float]] = []  # each key: sent, seen (LOG_PANE_SLOW)
 
 
 def _screen() -> str:
@@ -245,7 +410,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rltui-bench-", dir="/tmp") as tmp:
         feed, result, sbx = Path(tmp) / "feed.log", Path(tmp) / "result.json", Path(tmp) / "sbx"
         truth = make_log(feed, args.lines)
-        env = {**{k: v for k, v in os.environ.items() if k == "LOG_PANE_PROFILE"},
+        env = {**{k: v for k, v in os.environ.items() if k.startswith(("LOG_PANE_", "TEXTUAL_"))},
                "RLTUI_SANDBOX_DIR": str(sbx), "XDG_STATE_HOME": f"{tmp}/state",
                "TERM": "xterm-256color", "COLORTERM": "truecolor", "PYTHONPATH": str(ROOT)}
         manage.start(root=sbx)
@@ -282,6 +447,7 @@ def main() -> int:
                         if result.exists():
                             break  # the feed ended: the pane is idle, no figure of the burst
                     keys[key].append(time.monotonic() - t0)  # a timeout counts as 5 s
+                    SENT.append((key, t0, time.monotonic()))
                     time.sleep(0.2)
             peak = _status(pid, "VmHWM")
             _send("C-q")  # quit as a user would (a profile is written)
@@ -294,6 +460,8 @@ def main() -> int:
             _tmux("kill-server", check=False)
             manage.stop(sbx)
         out = json.loads(result.read_text())
+    if os.environ.get("LOG_PANE_SLOW"):
+        Path(os.environ["LOG_PANE_SLOW"]).with_suffix(".keys.json").write_text(json.dumps(SENT))
     seen = {int(k): v for k, v in out["seen"].items()}
     lost = [s for s, h in truth.items() if seen.get(s) != h]
     print(f"fed {out['lines']:,} lines in {out['feed_s']:.1f} s "

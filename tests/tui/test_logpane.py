@@ -8,8 +8,10 @@ import asyncio
 import html
 from typing import Any
 
+import pytest
 from textual import events
 from textual.app import App
+from textual.widgets import Log
 from textual.scrollbar import ScrollTo, ScrollUp
 
 from rltui.app import RLTuiApp
@@ -283,3 +285,71 @@ async def test_a_plain_row_is_drawn_as_the_rendered_line_would_be(wizard_app):
                 assert list(drawn) == list(rendered), (scroll_x, log.lines[index])
                 checked.add(log.lines[index][:4])
         assert {"x" * 4, "", "tab\t", "wide", "  • ", "▶ Tr", "📊 Us", "e\u0301 c"} <= checked
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+async def test_the_pane_draws_its_rows_as_textuals_styles_cache_would(wizard_app, monkeypatch,
+                                                                      no_color):
+    """BoundedLog.render_lines skips the styles cache's per-row work when the pane has nothing
+    it would add: the same strips for every crop the compositor asks, focused or not, with a
+    search's highlights, scrolled sideways, through the app's line filters (NO_COLOR adds
+    one); with padding the styles cache draws them."""
+    from textual.geometry import Region
+
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = wizard_app(S.HEADER)
+    assert app.no_color == no_color
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.write_lines([nemo_line(i) for i in range(60)] + ["x" * 200, "wide 数字 line"],
+                        scroll_end=False)
+        await pilot.pause()
+
+        def same_as_styles_cache(label: str) -> None:
+            width, height = log.region.size
+            for crop in (Region(0, 0, width, height), Region(3, 2, width - 10, 5),
+                         Region(0, height - 1, width, 1)):
+                log._styles_cache.clear()
+                want = log._styles_cache.render_widget(log, crop)
+                got = log.render_lines(crop)
+                assert [(list(s), s.cell_length) for s in got] == \
+                    [(list(s), s.cell_length) for s in want], (label, crop)
+
+        assert log._plain_box()
+        same_as_styles_cache("top")
+        log.focus()
+        log.scroll_to(x=9, y=log.max_scroll_y, animate=False, immediate=True)
+        await pilot.pause()
+        same_as_styles_cache("focused, scrolled")
+        log.query_text = "step"
+        log.refresh()
+        same_as_styles_cache("a search")
+        log.styles.padding = (0, 1)
+        await pilot.pause()
+        assert not log._plain_box()
+        same_as_styles_cache("padded")
+
+
+def test_the_pane_is_as_wide_as_its_widest_line_in_cells():
+    """The sideways scroll ends at the widest line's last cell: a tab expands, a wide character
+    takes two cells, a combining one none; batches without such lines are measured as well."""
+    from rich.cells import cell_len
+
+    from rltui.widgets.logpane import _widest
+
+    def cells(line: str) -> int:
+        return cell_len(Log._process_line(line))
+
+    batches = [
+        ["plain", "x" * 80],
+        ["wide 数字数字数字数字数字数字数字数字数字数字", "x" * 30],
+        ["e\u0301" * 50, "y" * 40],      # 100 characters, 50 cells
+        ["tab\there", "\t\t\tx"],
+        ["📊 Using log directory", "•" * 10, "\t数字"],
+        [" "],
+    ]
+    for batch in batches:
+        assert _widest(batch) == max(map(cells, batch)), batch
+        assert _widest(batch, floor=500) == 500
