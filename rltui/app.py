@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
 from .widgets.chrome import CostInfo, HeaderInfo
+from .widgets.inputframe import INPUT_EVENTS
 
 if TYPE_CHECKING:
     from .jobfeed import JobUpdate
@@ -97,6 +98,12 @@ class RLTuiApp(App):
         self._saves: dict[int, Save] = {}   # the followed job's saves by step, as followed
         self._saves_changed = False         # since the last flush
         self._side_at = 0.0   # when steps and checkpoints were last published
+        self.input_at = float("-inf")   # the last key or click (widgets/inputframe.py)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, INPUT_EVENTS) and not event.is_forwarded:
+            self.input_at = time.monotonic()
+        await super().on_event(event)
 
     # --- navigation, help, palette ---
 
@@ -538,8 +545,8 @@ class RLTuiApp(App):
     @work(exclusive=True, group="kube_events", exit_on_error=False)
     async def watch_kube_events(self) -> None:
         """Recent Kubernetes Events from a watch (one list, then the changes), not a poll."""
-        async for events in self.session.kube_events():
-            self.bus.kube_events.publish(events)
+        async for batch in self.session.kube_events():
+            self.bus.kube_events.publish(batch)
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.dom import DOMNode
-from textual.screen import Screen
 from ..widgets.keybar import KeyBar
 
 from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
 from ..widgets.fullview import FullView, copy_lines
+from ..widgets.inputframe import DrawsInputNow
 
 if TYPE_CHECKING:
     from ..app import RLTuiApp
@@ -26,7 +26,7 @@ def stylesheet(module_file: str) -> str:
     return str(Path(module_file).with_suffix(".tcss"))
 
 
-class WizardScreen(Screen):
+class WizardScreen(DrawsInputNow):
     """Subclasses set MODE and TITLE and implement compose_body().
 
     Data arrives on the app's signals (`self.app.bus.<topic>`): subscribe in on_mount with

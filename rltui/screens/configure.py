@@ -23,6 +23,7 @@ from ..config import (ALIASES, DEVICE_TYPES, LUSTRE_TIERS, SECRET_FIELDS, Config
 from ..session import ConfigState
 from ..widgets.form import FormField
 from .base import WizardScreen, stylesheet
+from ..widgets.inputframe import DrawsInputNow
 
 # (group title, [(variable, what it is)]) in the codelab's order
 GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -65,7 +66,7 @@ def problems_elsewhere(values: dict[str, str]) -> list[str]:
     return []
 
 
-class DiscardEdits(ModalScreen[bool]):
+class DiscardEdits(ModalScreen[bool], DrawsInputNow):
     """Asked before a reload would drop unsaved edits: True to discard them and read env.sh
     again, False to keep them (Escape, and the button focused first: the safe answer)."""
 

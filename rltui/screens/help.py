@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .base import stylesheet
+from ..widgets.inputframe import DrawsInputNow
 
 CLOSE = "Help · Escape (or q) closes · ctrl+q quits rltui · ↑ ↓ PgUp PgDn scroll"
 
@@ -64,7 +65,7 @@ def help_body() -> Group:
     return Group(Text(INTRO, style="italic"), Text(""), table, Text(""), Text(OUTRO))
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ModalScreen[None], DrawsInputNow):
     CSS_PATH = stylesheet(__file__)
     BINDINGS = [Binding("escape", "app.pop_screen", "close"), Binding("q", "app.pop_screen", "close")]
 

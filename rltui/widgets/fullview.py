@@ -45,6 +45,7 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Log, Static
 
+from .inputframe import DrawsInputNow
 from .keybar import KeyBar
 
 SELECT_HINT = "select with the mouse (hold shift; Option in iTerm2)"
@@ -171,7 +172,7 @@ class WrappedLines(ScrollView, can_focus=True):
         self.refresh()
 
 
-class FullView(ModalScreen[None]):
+class FullView(ModalScreen[None], DrawsInputNow):
     """One pane over the whole terminal: wrapped, scrollable, selectable, copyable."""
 
     DEFAULT_CSS = """

@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, RichLog, Static
 
 from ..plan.pods import describe_lines
+from .inputframe import DrawsInputNow
 
 LOG_KEEP = 5000      # lines a pod's log view keeps (the oldest go)
 FLUSH_S = 0.1        # batched writes: a chatty pod must not cost a repaint per chunk
@@ -34,7 +35,7 @@ MODAL_CSS = """
 """
 
 
-class PodLogView(ModalScreen[None]):
+class PodLogView(ModalScreen[None], DrawsInputNow):
     """The tail of a pod's container log, then what it writes while this is open; lines wrap."""
 
     DEFAULT_CSS = MODAL_CSS.format(cls="PodLogView") + """
@@ -101,7 +102,7 @@ class PodLogView(ModalScreen[None]):
             self.on_close()
 
 
-class PodDescribeView(ModalScreen[None]):
+class PodDescribeView(ModalScreen[None], DrawsInputNow):
     """`kubectl describe pod` for one pod: what the API answered, with its Events."""
 
     DEFAULT_CSS = MODAL_CSS.format(cls="PodDescribeView") + """
@@ -137,7 +138,7 @@ class PodDescribeView(ModalScreen[None]):
         return (f"describe {self.pod}", list(self.lines)) if self.lines else None
 
 
-class ConfirmDeletePod(ModalScreen[bool]):
+class ConfirmDeletePod(ModalScreen[bool], DrawsInputNow):
     """Delete this pod? Names it and what happens next; Cancel is the default."""
 
     DEFAULT_CSS = """

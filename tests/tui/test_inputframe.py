@@ -1,0 +1,114 @@
+"""A key's frame is drawn once the app has taken the key in, not on Textual's next frame tick
+(rltui/widgets/inputframe.py); output nobody asked for keeps the tick's cap.
+
+Textual's screen timer is slowed to one tick a second here, so that "drawn on the tick" and
+"drawn now" are a second apart, not 16 ms: the frames are counted where Textual hands them to
+the terminal (App._display), which a headless app still calls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import Any
+
+import pytest
+import textual.screen
+from textual.screen import Screen
+
+import rltui.screens.configure
+import rltui.screens.help
+import rltui.screens.job
+import rltui.screens.metrics
+import rltui.screens.monitor
+import rltui.screens.provision
+import rltui.screens.start
+import rltui.screens.teardown
+import rltui.widgets.fullview
+import rltui.widgets.poddetail
+from rltui.app import RLTuiApp
+from rltui.widgets.inputframe import DrawsInputNow
+from rltui.widgets.logpane import BoundedLog
+from tests.tui import samples_monitor as S
+from tests.tui.conftest import SIZE
+from tests.tui.test_logpane import Feed, open_monitor, send_key, until
+
+TICK_S = 1.0
+
+
+@pytest.fixture
+def slow_ticks(monkeypatch):
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", TICK_S)  # read when a timer is made
+
+
+def count_frames(app: RLTuiApp, monkeypatch: Any) -> list[float]:
+    frames: list[float] = []
+    display = app._display
+
+    def counted(screen: Screen, renderable: Any) -> None:
+        if renderable is not None:
+            frames.append(time.monotonic())
+        display(screen, renderable)
+
+    monkeypatch.setattr(app, "_display", counted)
+    return frames
+
+
+async def a_tick_just_drew(log: BoundedLog, feed: Feed, frames: list[float]) -> None:
+    """New lines, drawn by the timer: it then sleeps its one to two ticks."""
+    before = len(frames)
+    log.push([f"line {i}" for i in range(feed.sent, feed.sent + 50)])
+    feed.sent += 50
+    assert await until(lambda: len(frames) > before, timeout=3 * TICK_S)
+
+
+async def test_a_key_is_drawn_without_waiting_for_the_frame_tick(wizard_app, slow_ticks,
+                                                                 monkeypatch):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.focus()
+        frames = count_frames(app, monkeypatch)
+        feed = Feed(app)
+        for key, following in (("pageup", False), ("end", True)):
+            await a_tick_just_drew(log, feed, frames)
+            sent, before = time.monotonic(), len(frames)
+            send_key(app, key)
+            assert await until(lambda f=following: log.following is f)
+            assert await until(lambda: len(frames) > before, timeout=TICK_S / 3), \
+                f"{key}: no frame within {TICK_S / 3:.2f} s (it waited for the tick)"
+            assert frames[before] - sent < TICK_S / 3
+
+
+async def test_output_nobody_asked_for_still_waits_for_the_tick(wizard_app, slow_ticks,
+                                                                monkeypatch):
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        frames = count_frames(app, monkeypatch)
+        feed = Feed(app)
+        await a_tick_just_drew(log, feed, frames)
+        await asyncio.sleep(0.2)  # past the last input's window
+        before = len(frames)
+        log.push(["one more line"])
+        await asyncio.sleep(TICK_S / 3)
+        assert len(frames) == before  # on the timer's next slot, a second or two away
+        assert await until(lambda: len(frames) > before, timeout=3 * TICK_S)
+
+
+def test_every_rltui_screen_draws_its_input_at_once():
+    modules = [rltui.screens.configure, rltui.screens.help, rltui.screens.job,
+               rltui.screens.metrics, rltui.screens.monitor, rltui.screens.provision,
+               rltui.screens.start, rltui.screens.teardown, rltui.widgets.fullview,
+               rltui.widgets.poddetail]
+    screens = [cls for m in modules for _, cls in inspect.getmembers(m, inspect.isclass)
+               if issubclass(cls, Screen) and cls.__module__ == m.__name__]
+    assert len(screens) >= 12
+    assert [c.__name__ for c in screens if not issubclass(c, DrawsInputNow)] == []
+    # and the mixin keeps Textual's rules: a modal whose CSS chain skipped ModalScreen would
+    # lose its see-through background (Textual follows a class's first base only)
+    for cls in screens:
+        textual_bases = {c for c in cls.__mro__ if c.__module__ == "textual.screen"}
+        assert textual_bases <= set(cls._css_bases(cls)), cls.__name__
