@@ -36,12 +36,13 @@ from textual.cache import LRUCache
 from textual.containers import Horizontal, Vertical
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
-from textual.scrollbar import ScrollTo, ScrollUp
+from textual.scrollbar import ScrollBar, ScrollTo, ScrollUp
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from ..joblog import terminal_lines
+from .stripbar import filtered, plain_box, strip_scrollbar
 
 MAX_LINES = 10_000
 # Strips by line text: six screens of rows. Each Strip holds its own caches (textual
@@ -207,52 +208,62 @@ class BoundedLog(ScrollView, can_focus=True):
         region's width, filtered, cropped) when the pane has no border, outline, padding,
         hatch, tint or opacity; with any of those it is asked. Its per-row work for them
         cost a key's frame ~1.5 ms (a page back draws every row; issue 13)."""
-        if not self._plain_box():
+        if not plain_box(self):
             return super().render_lines(crop)
-        _, background = self.background_colors
-        filters = self.get_line_filters()
-        width = self.region.width
-        x1, x2 = crop.column_span
-        cut = (x1, x2) != (0, width)
-        render_line = self.render_line
-        strips = []
-        for y in crop.line_range:
-            strip = Strip(render_line(y), width)
-            for line_filter in filters:
-                strip = strip.apply_filter(line_filter, background)
-            strips.append(strip.crop(x1, x2) if cut else strip)
-        return strips
+        return filtered(self, self._rows(crop.line_range), crop)
 
-    def _plain_box(self) -> bool:
-        """Nothing around or over the rows that the styles cache would draw."""
-        styles = self.styles
-        return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline)
-                and not styles.tint.a and styles.text_opacity == 1.0 and self.opacity == 1.0
-                and (not styles.has_rule("hatch") or styles.hatch == "none")
-                and self.border_title is None
-                and self.border_subtitle is None and not self.BLANK)
+    # Textual's own bars, drawn without Rich's console (widgets/stripbar.py): a page key moves
+    # the vertical one, which redrew every row of it through Rich.
+    @property
+    def vertical_scrollbar(self) -> ScrollBar:
+        if self._vertical_scrollbar is None:
+            self._vertical_scrollbar = strip_scrollbar(self, vertical=True)
+        return self._vertical_scrollbar
+
+    @property
+    def horizontal_scrollbar(self) -> ScrollBar:
+        if self._horizontal_scrollbar is None:
+            self._horizontal_scrollbar = strip_scrollbar(self, vertical=False)
+        return self._horizontal_scrollbar
 
     def render_line(self, y: int) -> Strip:
+        return self._rows(range(y, y + 1))[0]
+
+    def _rows(self, ys: range) -> list[Strip]:
+        """Content rows `ys`, each as Textual draws a row of text: the row's segments with the
+        offsets a selection reads (Strip.apply_offsets' meta, x advancing by each segment's
+        length). The widget's geometry is asked once a frame, not once a row."""
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
         width = self.size.width
         rich_style = self._line_style
-        if index >= len(self._lines):
-            return Strip.blank(width, rich_style)
-        raw = self._lines[index]
-        if raw and raw.isprintable() and (raw.isascii() or cell_len(raw) == len(raw)) \
-                and not self.query_text and self.text_selection is None:
-            # Most log rows: one style, one cell a character. The segments crop_extend makes of
-            # the rendered Text, built at once: a row not seen yet cost a Rich render (a page
-            # back in a burst re-rendered every row: 6-9 ms of a key's frame, issue 13).
-            visible = raw[scroll_x:scroll_x + width]
-            segments = [Segment(visible, rich_style)] if visible else []
-            if len(visible) < width:
-                segments.append(Segment(" " * (width - len(visible)), rich_style))
-            return Strip(segments, width).apply_offsets(scroll_x, index)
-        strip = self._line_strip(index, rich_style)
-        return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(
-            scroll_x, index)
+        lines = self._lines
+        plain = not self.query_text and self.text_selection is None
+        from_meta = Style.from_meta
+        out = []
+        for index in range(scroll_y + ys.start, scroll_y + ys.stop):
+            if index >= len(lines):
+                out.append(Strip.blank(width, rich_style))
+                continue
+            raw = lines[index]
+            if plain and raw and raw.isprintable() and (raw.isascii() or cell_len(raw) == len(raw)):
+                # Most log rows: one style, one cell a character. The segments crop_extend and
+                # apply_offsets make of the rendered Text, built at once: a row not seen yet
+                # cost a Rich render (a page back in a burst redrew every row, issue 13).
+                visible = raw[scroll_x:scroll_x + width]
+                segments = []
+                x = scroll_x
+                for text in (visible, " " * (width - len(visible))):
+                    if text:
+                        offset = from_meta({"offset": (x, index)})
+                        segments.append(Segment(text, rich_style + offset if rich_style
+                                                else offset))
+                        x += len(text)
+                out.append(Strip(segments, width))
+            else:
+                strip = self._line_strip(index, rich_style)
+                out.append(strip.crop_extend(scroll_x, scroll_x + width, rich_style)
+                           .apply_offsets(scroll_x, index))
+        return out
 
     def _line_strip(self, y: int, rich_style: Style) -> Strip:
         raw = self._lines[y]

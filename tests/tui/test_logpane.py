@@ -18,6 +18,7 @@ from rltui.app import RLTuiApp
 from rltui.screens.monitor import MonitorScreen
 from rltui.joblog import terminal_line as clean
 from rltui.widgets.logpane import BoundedLog
+from rltui.widgets.stripbar import StripScrollBar, plain_box
 from tests.tui import samples_monitor as S
 from tests.tui.conftest import SIZE
 
@@ -317,7 +318,7 @@ async def test_the_pane_draws_its_rows_as_textuals_styles_cache_would(wizard_app
                 assert [(list(s), s.cell_length) for s in got] == \
                     [(list(s), s.cell_length) for s in want], (label, crop)
 
-        assert log._plain_box()
+        assert plain_box(log)
         same_as_styles_cache("top")
         log.focus()
         log.scroll_to(x=9, y=log.max_scroll_y, animate=False, immediate=True)
@@ -328,8 +329,61 @@ async def test_the_pane_draws_its_rows_as_textuals_styles_cache_would(wizard_app
         same_as_styles_cache("a search")
         log.styles.padding = (0, 1)
         await pilot.pause()
-        assert not log._plain_box()
+        assert not plain_box(log)
         same_as_styles_cache("padded")
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+async def test_the_pane_draws_its_scrollbars_as_textuals_scrollbar_would(wizard_app, monkeypatch,
+                                                                         no_color):
+    """StripScrollBar makes the rows Textual's ScrollBar makes through Rich and the styles
+    cache (widgets/stripbar.py): both bars, at the top, the middle and the end, hovered and
+    grabbed, the pane focused, through the app's line filters, for whole and partial crops;
+    with a tint Textual's path draws them."""
+    from textual.geometry import Offset, Region
+
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.write_lines([nemo_line(i) for i in range(300)] + ["x" * 300], scroll_end=False)
+        await pilot.pause()
+        bars = [log.vertical_scrollbar, log.horizontal_scrollbar]
+        assert all(isinstance(bar, StripScrollBar) and bar.display for bar in bars)
+
+        def same_as_textual(label: str) -> None:
+            for bar in bars:
+                width, height = bar.region.size
+                for crop in (Region(0, 0, width, height), Region(0, 1, width, height // 2),
+                             Region(0, 0, 1, 1)):
+                    bar.refresh()  # Textual's path renders again: no cached visual or rows
+                    want = bar._styles_cache.render_widget(bar, crop)
+                    got = bar.render_lines(crop)
+                    assert [(list(s), s.cell_length) for s in got] == \
+                        [(list(s), s.cell_length) for s in want], (label, bar.vertical, crop)
+
+        same_as_textual("top")
+        for y, x in ((log.max_scroll_y // 2, 7), (log.max_scroll_y, log.max_scroll_x)):
+            log.scroll_to(x=x, y=y, animate=False, immediate=True)
+            await pilot.pause()
+            same_as_textual(f"at {x},{y}")
+        log.focus()
+        await pilot.pause()
+        same_as_textual("focused")
+        for bar in bars:
+            bar.mouse_over = True
+        same_as_textual("hovered")
+        for bar in bars:
+            bar.mouse_over, bar.grabbed = False, Offset(0, 0)
+        same_as_textual("grabbed")
+        for bar in bars:
+            bar.grabbed = None
+            bar.styles.tint = "red 40%"
+        await pilot.pause()
+        assert not any(plain_box(bar) for bar in bars)
+        same_as_textual("tinted")
 
 
 def test_the_pane_is_as_wide_as_its_widest_line_in_cells():
