@@ -118,6 +118,7 @@ class BoundedLog(ScrollView, can_focus=True):
         # frame as the scroll (a posted message drew it one frame later: ~17-30 ms a key).
         self.on_follow: Callable[[], None] = lambda: None
         self.pending: deque[str] = deque(maxlen=max_lines)
+        self._pending_width = 0    # the widest line queued since the last follow
         self.unseen = 0            # lines that arrived while paused (the queue keeps the newest)
         self.query_text = ""
         self.current: int | None = None   # the line of the current search match
@@ -140,6 +141,8 @@ class BoundedLog(ScrollView, can_focus=True):
         if not self.following:
             self.pending.extend(lines)
             self.unseen += len(lines)
+            # measured now, off the End key's path (the width only grows, as when written)
+            self._pending_width = _widest(lines, self._pending_width)
             return
         self._write(lines)
 
@@ -147,14 +150,15 @@ class BoundedLog(ScrollView, can_focus=True):
         """Append lines (each one row); to the end when `scroll_end` or following."""
         self._write(list(lines), scroll_end=scroll_end)
 
-    def _write(self, lines: list[str], scroll_end: bool | None = None) -> None:
+    def _write(self, lines: list[str], scroll_end: bool | None = None, width: int = -1) -> None:
+        """`width`: the lines' widest, when known (the queue's, measured as it filled)."""
         if not lines:
             return
         removed = len(self._lines) + len(lines) - self.max_lines
         if removed > 0 and self.current is not None:
             self.current = self.current - removed if self.current >= removed else None
         self._lines.extend(lines)
-        self._width = _widest(lines, self._width)
+        self._width = _widest(lines, self._width) if width < 0 else max(self._width, width)
         self._resize(Size(self._width, len(self._lines)))
         self._writing = True
         try:
@@ -298,7 +302,8 @@ class BoundedLog(ScrollView, can_focus=True):
         self.following = True
         if self.pending:
             queued, self.pending = list(self.pending), deque(maxlen=self.pending.maxlen)
-            self._write(queued)
+            self._write(queued, width=self._pending_width)
+        self._pending_width = 0
         self.unseen = 0
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         if changed:

@@ -386,6 +386,29 @@ async def test_the_pane_draws_its_scrollbars_as_textuals_scrollbar_would(wizard_
         same_as_textual("tinted")
 
 
+async def test_lines_queued_while_paused_widen_the_pane_when_it_follows_again(wizard_app):
+    """The queue's widest line is measured as lines wait (off the End key's path): after End
+    the sideways scroll reaches the end of the longest line that waited, wide ones too."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        log.push([nemo_line(i) for i in range(100)])
+        await pilot.pause()
+        narrow = log.virtual_size.width
+        log.pause()
+        log.push(["x" * 250, "short"])
+        log.push(["数字" * 75])  # 150 characters, 300 cells
+        await pilot.pause()
+        assert log.virtual_size.width == narrow  # nothing written while paused
+        log.follow()
+        await pilot.pause()
+        assert log.virtual_size.width == 300
+        log.scroll_to(x=log.max_scroll_x, animate=False, immediate=True)
+        await pilot.pause()
+        assert log.scroll_x + log.scrollable_content_region.width == 300
+
+
 def test_the_pane_is_as_wide_as_its_widest_line_in_cells():
     """The sideways scroll ends at the widest line's last cell: a tab expands, a wide character
     takes two cells, a combining one none; batches without such lines are measured as well."""
