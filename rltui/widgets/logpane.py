@@ -404,6 +404,9 @@ class BoundedLog(ScrollView, can_focus=True):
         self.refresh()
 
 
+TITLE, TITLE_GAP = "Job log", 2   # the bar's title and its right padding (DEFAULT_CSS)
+
+
 class JobLogPane(Vertical):
     """Title with the follow state, the log, and a search box (ctrl+f) under it."""
 
@@ -427,7 +430,7 @@ class JobLogPane(Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="log-bar"):
-            yield Static("Job log", id="log-title")
+            yield Static(TITLE, id="log-title")
             yield Static("waiting for the job's output", id="log-state")
         log = BoundedLog(self._max_lines, id="job-log")
         log.on_follow = self._show_state
@@ -531,22 +534,37 @@ class JobLogPane(Vertical):
             event.stop()
             self.find(box.value, older=event.key == "up")
 
+    def on_resize(self) -> None:
+        self._show_state()
+
     def _show_state(self) -> None:
-        log = self.log_widget
+        """The bar's right side: the longest wording that fits beside the title (an 80-column
+        terminal leaves it about 24 cells), the shortest one cut if none does."""
         state = self.query_one("#log-state", Static)
-        text = Text()
-        if log.query_text:
-            matches = self.matches
-            where = f"line {log.current + 1}" if log.current is not None else "no match"
-            text.append(f"{matches} match{'es' if matches != 1 else ''} · {where}  ", style="bold")
-        if not self.received:
-            text.append("waiting for the job's output", style="dim")
-        elif log.following:
-            text.append("following", style="bold")
-        else:
-            text.append(f"paused — {log.unseen:,} new lines" if log.unseen else "paused",
-                        style="bold reverse")
-            text.append("  end: follow", style="dim")
+        room = self.size.width - cell_len(TITLE) - TITLE_GAP if self.size.width else 10**6
+        variants = self._state_variants()
+        text = next((t for t in variants if t.cell_len <= room), variants[-1])
         if text != self._state_shown:  # unchanged while following: no repaint each flush
             self._state_shown = text
             state.update(text, layout=False)  # one row, 1fr wide: its size never changes
+
+    def _state_variants(self) -> list[Text]:
+        log = self.log_widget
+        if not self.received:
+            parts = [[("waiting for the job's output", "dim")], [("waiting for output", "dim")],
+                     [("waiting", "dim")]]
+        elif log.following:
+            parts = [[("following", "bold")]]
+        elif log.unseen:
+            new, hint = f"paused — {log.unseen:,} new", ("  end: follow", "dim")
+            parts = [[(new + " lines", "bold reverse"), hint], [(new, "bold reverse"), hint],
+                     [(new, "bold reverse")], [("paused", "bold reverse")]]
+        else:
+            parts = [[("paused", "bold reverse"), ("  end: follow", "dim")],
+                     [("paused", "bold reverse")]]
+        if log.query_text:
+            where = f"line {log.current + 1}" if log.current is not None else "no match"
+            matches = self.matches
+            found = (f"{matches} match{'es' if matches != 1 else ''} · {where}  ", "bold")
+            parts = [[found, *variant] for variant in parts]
+        return [Text.assemble(*variant) for variant in parts]

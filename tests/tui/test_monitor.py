@@ -225,6 +225,35 @@ async def test_log_follows_pauses_when_scrolled_up_and_resumes_at_the_end(wizard
         assert "line 000344" in shown(app)
 
 
+@pytest.mark.parametrize("size, waiting, paused", [
+    ("80x24", "waiting for output", "paused — 40 new"),
+    ("120x40", "waiting for the job's output", "paused — 40 new lines  end: follow"),
+])
+async def test_the_log_bar_says_its_state_in_full_in_the_room_it_has(wizard_app, size, waiting,
+                                                                      paused):
+    """The bar's right side takes the longest wording that fits beside "Job log": at 80
+    columns "waiting for the job's output" was cut to "waiting for the job's"."""
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZES[size]) as pilot:
+        screen = await open_monitor(app, pilot)
+        log = screen.query_one(BoundedLog)
+        bar = screen.query_one("#log-bar")
+
+        def says() -> str:
+            row = app.screen._compositor.render_strips()[bar.region.y]
+            return "".join(seg.text for seg in row).strip()
+
+        assert says().endswith(waiting)
+        app.bus.log_lines.publish(numbered(0, 300))
+        await pilot.pause()
+        assert says().endswith("following")
+        log.focus()
+        await pilot.press("pageup")
+        app.bus.log_lines.publish(numbered(300, 40))
+        await pilot.pause()
+        assert says().endswith(paused)
+
+
 async def test_log_cleans_colour_codes_and_progress_bars_and_keeps_blank_lines(wizard_app):
     app = wizard_app(S.HEADER)
     async with app.run_test(size=SIZE) as pilot:
