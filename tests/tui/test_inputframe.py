@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 import pytest
 import textual.screen
@@ -31,7 +32,7 @@ from rltui.widgets.inputframe import DrawsInputNow
 from rltui.widgets.logpane import BoundedLog
 from tests.tui import samples_monitor as S
 from tests.tui.conftest import SIZE
-from tests.tui.test_logpane import Feed, open_monitor, send_key, until
+from tests.tui.test_logpane import open_monitor, send_key, until
 
 TICK_S = 1.0
 
@@ -54,25 +55,28 @@ def count_frames(app: RLTuiApp, monkeypatch: Any) -> list[float]:
     return frames
 
 
-async def a_tick_just_drew(log: BoundedLog, feed: Feed, frames: list[float]) -> None:
+@asynccontextmanager
+async def monitor_counting_frames(wizard_app: Any, monkeypatch: Any
+                                  ) -> AsyncIterator[tuple[RLTuiApp, BoundedLog, list[float]]]:
+    app = wizard_app(S.HEADER)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_monitor(app, pilot)
+        yield app, screen.query_one(BoundedLog), count_frames(app, monkeypatch)
+
+
+async def a_tick_just_drew(log: BoundedLog, frames: list[float]) -> None:
     """New lines, drawn by the timer: it then sleeps its one to two ticks."""
     before = len(frames)
-    log.push([f"line {i}" for i in range(feed.sent, feed.sent + 50)])
-    feed.sent += 50
+    log.push([f"line {len(log.lines) + i}" for i in range(50)])
     assert await until(lambda: len(frames) > before, timeout=3 * TICK_S)
 
 
 async def test_a_key_is_drawn_without_waiting_for_the_frame_tick(wizard_app, slow_ticks,
                                                                  monkeypatch):
-    app = wizard_app(S.HEADER)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_monitor(app, pilot)
-        log = screen.query_one(BoundedLog)
+    async with monitor_counting_frames(wizard_app, monkeypatch) as (app, log, frames):
         log.focus()
-        frames = count_frames(app, monkeypatch)
-        feed = Feed(app)
         for key, following in (("pageup", False), ("end", True)):
-            await a_tick_just_drew(log, feed, frames)
+            await a_tick_just_drew(log, frames)
             sent, before = time.monotonic(), len(frames)
             send_key(app, key)
             assert await until(lambda f=following: log.following is f)
@@ -83,13 +87,8 @@ async def test_a_key_is_drawn_without_waiting_for_the_frame_tick(wizard_app, slo
 
 async def test_output_nobody_asked_for_still_waits_for_the_tick(wizard_app, slow_ticks,
                                                                 monkeypatch):
-    app = wizard_app(S.HEADER)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_monitor(app, pilot)
-        log = screen.query_one(BoundedLog)
-        frames = count_frames(app, monkeypatch)
-        feed = Feed(app)
-        await a_tick_just_drew(log, feed, frames)
+    async with monitor_counting_frames(wizard_app, monkeypatch) as (app, log, frames):
+        await a_tick_just_drew(log, frames)
         await asyncio.sleep(0.2)  # past the last input's window
         before = len(frames)
         log.push(["one more line"])
