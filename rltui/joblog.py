@@ -231,17 +231,17 @@ def terminal_line(line: str) -> str:
 
 def terminal_lines(lines: list[str]) -> list[str]:
     """`terminal_line` of each line: one regex pass over the batch joined (no escape sequence
-    spans a newline except an OSC, which falls back to the line-by-line path), and the
-    progress-bar cut only where a line holds a \\r."""
+    spans a newline except an OSC: line by line), the progress-bar cut only where a line holds
+    a \r, and a clean batch (the cloud worker's) as it is, not split back."""
     joined = "\n".join(lines)
     if "\x1b]" in joined or joined.count("\n") != len(lines) - 1:
         return [terminal_line(line) for line in lines]
     if "\x1b" in joined or "\x9b" in joined:
         joined = strip_ansi(joined)
+    elif "\r" not in joined:
+        return list(lines)
     out = joined.split("\n")
-    if "\r" in joined:
-        out = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out]
-    return out
+    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out] if "\r" in joined else out
 
 
 # ----------------------------------------------------------------------- blocks
