@@ -232,7 +232,7 @@ def terminal_line(line: str) -> str:
 def terminal_lines(lines: list[str]) -> list[str]:
     """`terminal_line` of each line: one regex pass over the batch joined (no escape sequence
     spans a newline except an OSC: line by line), the progress-bar cut only where a line holds
-    a \r, and a clean batch (the cloud worker's) as it is, not split back."""
+    a \\r, and a clean batch (the cloud worker's) as it is, not split back."""
     joined = "\n".join(lines)
     if "\x1b]" in joined or joined.count("\n") != len(lines) - 1:
         return [terminal_line(line) for line in lines]
