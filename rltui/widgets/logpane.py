@@ -404,9 +404,6 @@ class BoundedLog(ScrollView, can_focus=True):
         self.refresh()
 
 
-TITLE, TITLE_GAP = "Job log", 2   # the bar's title and its right padding (DEFAULT_CSS)
-
-
 class JobLogPane(Vertical):
     """Title with the follow state, the log, and a search box (ctrl+f) under it."""
 
@@ -430,7 +427,7 @@ class JobLogPane(Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="log-bar"):
-            yield Static(TITLE, id="log-title")
+            yield Static("Job log", id="log-title")
             yield Static("waiting for the job's output", id="log-state")
         log = BoundedLog(self._max_lines, id="job-log")
         log.on_follow = self._show_state
@@ -541,7 +538,8 @@ class JobLogPane(Vertical):
         """The bar's right side: the longest wording that fits beside the title (an 80-column
         terminal leaves it about 24 cells), the shortest one cut if none does."""
         state = self.query_one("#log-state", Static)
-        room = self.size.width - cell_len(TITLE) - TITLE_GAP if self.size.width else 10**6
+        title = self.query_one("#log-title", Static).outer_size.width  # laid out with the pane
+        room = self.size.width - title if self.size.width and title else 10**6
         variants = self._state_variants()
         text = next((t for t in variants if t.cell_len <= room), variants[-1])
         if text != self._state_shown:  # unchanged while following: no repaint each flush

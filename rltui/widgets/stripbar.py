@@ -100,10 +100,9 @@ class StripScrollBar(ScrollBar):
             rows = [[segment] for segment in segments]
         else:
             rows = [list(line) for line in Segment.split_lines(segments)]
-        # RichVisual.render_strips: each row cropped to the width, no more rows than height
-        return [Strip(Segment.adjust_line_length(row, width, pad=False), width)
-                if sum(s.cell_length for s in row) > width else Strip(row)
-                for row in rows[:height]] + [Strip.blank(width, base)] * max(0, height - len(rows))
+        # render_bar draws exactly `size` cells along and `thickness` across: RichVisual's crop
+        # to the width and cut to the height leave its rows as they are
+        return [Strip(row, width) for row in rows]
 
 
 def strip_scrollbar(widget: Widget, vertical: bool) -> ScrollBar:
