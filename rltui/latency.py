@@ -38,6 +38,8 @@ OPERATION_KEYS: tuple[str, ...] = (
     "node_pool_recreate",
     "peering_release_lag",
     "gke_cluster_delete",
+    "gke_node_pool_delete",
+    "gke_system_pool_create",
 )
 
 

@@ -25,6 +25,7 @@ from google.cloud import container_v1
 
 from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
+from rltui.sandbox.record import Record, caller_agent
 from rltui.sandbox.world import CloudError, InvalidArgument, World
 
 __all__ = ["add_control_routes", "XPK_FAULT_CHANNEL"]
@@ -119,7 +120,10 @@ async def _serve(request: web.Request, ctx: _Ctx) -> web.StreamResponse:
         pending.append({"say": text} if end == "\n" else {"say": text, "end": end})
         wake.set()
 
-    task = asyncio.ensure_future(fn(ctx, args, say))
+    # The operation runs as its caller (the fake xpk names itself: tools.call), so the record's
+    # xpk.create/xpk.delete carry that agent; the Terraform inside names its own per call.
+    with Record.acting_as(caller_agent(request.headers.get("User-Agent"))):
+        task = asyncio.ensure_future(fn(ctx, args, say))
     try:
         while True:
             while pending:
@@ -198,7 +202,7 @@ async def _xpk_create(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
             default_pool_cpu_machine_type=args.get("default_pool_cpu_machine_type") or "e2-standard-16",
             default_pool_cpu_num_nodes=int(args.get("default_pool_cpu_num_nodes") or 6),
             deployment=args.get("deployment") or "", gke_version=str(args.get("gke_version") or ""),
-            progress=progress)
+            deployment_dir=args.get("deployment_dir") or None, progress=progress)
     return {"name": created.name, "status": container_v1.Cluster.Status(created.status).name}
 
 
@@ -207,7 +211,8 @@ async def _xpk_delete(ctx: _Ctx, args: dict[str, Any], say: Say) -> Any:
     # gcluster destroy: the cluster, then the blueprint's firewall rules and networks.
     project, zone, cluster = _str(args, "project"), _str(args, "zone"), _str(args, "cluster")
     with _recorded(ctx, "xpk.delete", project, zone, cluster):
-        await ctx.world.xpk_cluster_delete(project, zone, cluster, delete_networks=True, progress=say)
+        await ctx.world.xpk_cluster_delete(project, zone, cluster, delete_networks=True,
+                                           deployment_dir=args.get("deployment_dir") or None, progress=say)
     return None
 
 

@@ -102,6 +102,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .faults import Faults
     from .grpc_billing import add_billing_service
     from .grpc_container import add_container_service
+    from .grpc_quotas import add_quotas_service
     from .grpc_serviceusage import add_service_usage_service
     from .grpc_util import guard
     from .record import FILE as RECORD_FILE, Record
@@ -180,6 +181,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     add_container_service(server, world)
     add_service_usage_service(server, world)
     add_billing_service(server, world)
+    add_quotas_service(server, world)
     # Time runs `speed` times faster here: the 60 s minimum alignment period and the 120 s
     # visibility delay are reference seconds (60/speed and 120/speed real seconds).
     add_monitoring_service(server, meter, speed=speed, record=record)

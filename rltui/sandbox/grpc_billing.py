@@ -30,6 +30,13 @@ Where each SKU and number comes from (rltui/cost.py's docstring has the full cit
   (6B92-A835-08AB), global, 0.10 USD per cluster-hour (a public catalog fixture; infracost).
 - Managed Lustre per GiB-hour by tier: INVENTED sandbox prices (1000: 0.000822, 500: 0.000556,
   250: 0.000411, 125: 0.000288 USD).
+- Cloud NAT, of the service "Networking" (services/E505-1604-58F8, as public catalog listings
+  give it): "Networking Cloud Nat Gateway Uptime" (32E2-4EFC-EF9F) 0.0014 USD per VM-hour,
+  "Networking Cloud NAT IP Usage" (8515-9425-D2CE) 0.005 USD per IP-hour and "Networking Cloud
+  Nat Data Processing" (015F-5732-FFF0) 0.045 USD per GiB, all global. The prices are Cloud NAT's
+  pricing page's (cloud.google.com/nat/pricing, Public NAT); the descriptions and SKU ids are as
+  public listings quote cloud.google.com/skus/sku-groups/nat-gateway - not read from a catalog
+  response here; the resource family/group/usage type given them are the sandbox's guess.
 A few neighbours that must NOT be picked (on-demand A4, zonal clusters, Spot E2, E2 in EMEA)
 are served too, as the real catalog has them side by side.
 """
@@ -49,11 +56,13 @@ DEFAULT_PAGE = 5000
 COMPUTE_ID = "6F81-5844-456A"
 GKE_ID = "CCD8-9BF1-090E"
 LUSTRE_ID = "5E1A-0C3D-7B2F"  # invented
+NETWORKING_ID = "E505-1604-58F8"
 
 SERVICES = [
     (COMPUTE_ID, "Compute Engine"),
     (GKE_ID, "Kubernetes Engine"),
     (LUSTRE_ID, "Managed Lustre"),  # display name not verified
+    (NETWORKING_ID, "Networking"),
     ("95FF-2EF5-5EA1", "Cloud Storage"),
     ("24E6-581D-38E5", "BigQuery"),
 ]
@@ -82,6 +91,12 @@ SKUS = [
      "Compute", "Kubernetes", "OnDemand", ["global"], "h", "hour", 0.10),
     (GKE_ID, "6B92-A835-08AB", "Zonal Kubernetes Clusters",
      "Compute", "Kubernetes", "OnDemand", ["global"], "h", "hour", 0.10),
+    (NETWORKING_ID, "32E2-4EFC-EF9F", "Networking Cloud Nat Gateway Uptime",
+     "Network", "NAT", "OnDemand", ["global"], "h", "hour", 0.0014),
+    (NETWORKING_ID, "8515-9425-D2CE", "Networking Cloud NAT IP Usage",
+     "Network", "NAT", "OnDemand", ["global"], "h", "hour", 0.005),
+    (NETWORKING_ID, "015F-5732-FFF0", "Networking Cloud Nat Data Processing",
+     "Network", "NAT", "OnDemand", ["global"], "GiBy", "gibibyte", 0.045),
     *[(LUSTRE_ID, f"5E1A-{tier:04d}-CAP0", f"Managed Lustre {tier} MBps per TiB Capacity running in Americas",
        "Storage", "LustreCapacity", "OnDemand", AMERICAS, "GiBy.h", "gibibyte hour", price)
       for tier, price in ((1000, 0.000822), (500, 0.000556), (250, 0.000411), (125, 0.000288))],
@@ -93,6 +108,7 @@ _BASE_UNITS = {
     "h": {"base_unit": "s", "base_unit_description": "second", "base_unit_conversion_factor": 3600.0},
     "GiBy.h": {"base_unit": "By.s", "base_unit_description": "byte second",
                "base_unit_conversion_factor": 3600.0 * 2 ** 30},
+    "GiBy": {"base_unit": "By", "base_unit_description": "byte", "base_unit_conversion_factor": 2.0 ** 30},
 }
 
 

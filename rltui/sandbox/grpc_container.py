@@ -4,8 +4,10 @@ GKE's own Operation objects (polled with GetOperation, not google.longrunning).
 Requests may name resources the v1 way (`name`/`parent` = projects/P/locations/L/...) or with the
 deprecated project_id/zone/cluster_id fields; both are accepted, as the real API does.
 
-Besides reads, create/delete and addon updates: SetLabels (resource_labels + label_fingerprint,
-an UPDATE_CLUSTER operation), UpdateNodePool (node_version [+ image_type]: an UPGRADE_NODES
+Besides reads, create/delete, CreateNodePool and DeleteNodePool (CREATE_NODE_POOL,
+DELETE_NODE_POOL: world_gke_pools) and addon updates: SetLabels (resource_labels + label_fingerprint,
+an UPDATE_CLUSTER operation), UpdateNodePool (node_version [+ image_type]: an UPGRADE_NODES;
+or upgrade_settings alone, the surge settings of the next upgrade
 operation that recreates the pool's nodes) and UpdateCluster(desired_node_pool_id +
 desired_node_version), which is the same upgrade by another road. Every cluster operation obeys
 GKE's one-at-a-time rule (see World._busy): FAILED_PRECONDITION with ErrorInfo reason
@@ -92,12 +94,26 @@ def add_container_service(server: grpc.aio.Server, world: World) -> None:
         w = _where(req, NODE_POOL, "name", {**LEGACY_CLUSTER, "pool": "node_pool_id"})
         fields = {fd.name for fd, _ in container_v1.UpdateNodePoolRequest.pb(req).ListFields()}
         extra = sorted(fields - {"name", "project_id", "zone", "cluster_id", "node_pool_id", "node_version",
-                                 "image_type"})
+                                 "image_type", "upgrade_settings"})
         if extra:
-            raise Unimplemented(f"the sandbox's UpdateNodePool supports node_version and image_type only, "
-                                f"not {extra[0]}")
+            raise Unimplemented(f"the sandbox's UpdateNodePool supports node_version and image_type, or "
+                                f"upgrade_settings, only, not {extra[0]}")
+        if "upgrade_settings" in fields:
+            if fields & {"node_version", "image_type"}:
+                raise Unimplemented("the sandbox's UpdateNodePool takes upgrade_settings alone (without "
+                                    "node_version or image_type)")
+            return world.set_upgrade_settings(w["project"], w["location"], w["cluster"], w["pool"],
+                                              req.upgrade_settings)
         return world.update_node_pool(w["project"], w["location"], w["cluster"], w["pool"], req.node_version,
                                       req.image_type)
+
+    def create_node_pool(req: container_v1.CreateNodePoolRequest) -> container_v1.Operation:
+        w = _where(req, CLUSTER, "parent", LEGACY_CLUSTER)
+        return world.create_node_pool(w["project"], w["location"], w["cluster"], req.node_pool)
+
+    def delete_node_pool(req: container_v1.DeleteNodePoolRequest) -> container_v1.Operation:
+        w = _where(req, NODE_POOL, "name", {**LEGACY_CLUSTER, "pool": "node_pool_id"})
+        return world.delete_node_pool(w["project"], w["location"], w["cluster"], w["pool"])
 
     def set_addons_config(req: container_v1.SetAddonsConfigRequest) -> container_v1.Operation:
         w = cluster_of(req)
@@ -131,6 +147,8 @@ def add_container_service(server: grpc.aio.Server, world: World) -> None:
         "SetAddonsConfig": (set_addons_config, m.SetAddonsConfigRequest, m.Operation),
         "SetLabels": (set_labels, m.SetLabelsRequest, m.Operation),
         "UpdateNodePool": (update_node_pool, m.UpdateNodePoolRequest, m.Operation),
+        "CreateNodePool": (create_node_pool, m.CreateNodePoolRequest, m.Operation),
+        "DeleteNodePool": (delete_node_pool, m.DeleteNodePoolRequest, m.Operation),
         "ListNodePools": (list_node_pools, m.ListNodePoolsRequest, m.ListNodePoolsResponse),
         "GetNodePool": (get_node_pool, m.GetNodePoolRequest, m.NodePool),
         "GetOperation": (get_operation, m.GetOperationRequest, m.Operation),

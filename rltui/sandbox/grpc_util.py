@@ -1,5 +1,7 @@
 """Shared pieces of the sandbox's gRPC services: the cloud's error kinds, handler registration
 with fault injection, resource-name parsing, and the google.longrunning operations store.
+Every handler runs as its caller (record.Record.acting_as, from the call's metadata), so the
+operations it starts record the caller's user agent.
 
 The error classes carry google.rpc code names so the same World methods can back gRPC services
 here and the fake gcloud/xpk executables later (which print the message and exit non-zero).
@@ -20,7 +22,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.record import Record
+from rltui.sandbox.record import Record, caller_agent
 
 
 class CloudError(Exception):
@@ -116,6 +118,13 @@ def guard(server: grpc.aio.Server, *, gate: Gate | None = None, record: "Record 
     _GUARDS[server] = (gate, record)
 
 
+def _agent_of(context: grpc.aio.ServicerContext) -> str:
+    """The caller's user agent from the call's metadata: `user-agent` as grpc sent it, then
+    `x-goog-api-client` (where the Google clients put ClientInfo.user_agent): record.caller_agent."""
+    received = {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}
+    return caller_agent(received.get("user-agent"), received.get("x-goog-api-client"))
+
+
 def _wrap(channel: str, fn: Handler, faults: Faults | None, record: "Record | None" = None,
           gate: Gate | None = None, service: str = "") -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -125,11 +134,12 @@ def _wrap(channel: str, fn: Handler, faults: Faults | None, record: "Record | No
             code = faults.choice(channel, TRANSIENT_CODES)
             await context.abort(code, f"sandbox fault injection: {channel} answered {code.name}; retry")
         try:
-            if gate is not None:
-                gate(service, request)
-            result = fn(request)
-            if inspect.isawaitable(result):
-                result = await result
+            with Record.acting_as(_agent_of(context)):
+                if gate is not None:
+                    gate(service, request)
+                result = fn(request)
+                if inspect.isawaitable(result):
+                    result = await result
             return result
         except CloudError as exc:
             metadata = ()

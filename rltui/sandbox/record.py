@@ -13,7 +13,8 @@ real second is five reference minutes, which is how the latency profile's minute
     {"speed": 300.0, "started_at": 1764580000.0,
      "calls": {"grpc:Lustre/CreateInstance": 1, "compute:networks.get": 12, ...},
      "operations": [{"id": 1, "kind": "lustre.create", "target": "projects/p/.../instances/i",
-                     "start_ref_s": 61.2, "end_ref_s": 781.0, "error": null}, ...]}
+                     "start_ref_s": 61.2, "end_ref_s": 781.0, "error": null,
+                     "agent": "grpc-python-asyncio/1.85.3 ... rltui/0.1 gl-python/3.11.7 ..."}, ...]}
 
 An operation that models a phase of the latency profile with no API call of its own (xpk's
 networks, a pod's start, the Service Networking peering) names that phase in `key` (e.g.
@@ -21,11 +22,22 @@ networks, a pod's start, the Service Networking peering) names that phase in `ke
 that time instead of counting it as unexplained; one that stands for REAL time the sandbox
 spends and nothing models (the local Ray head's start) says `"real": true`, and a benchmark
 counts it as real time.
+
+Every operation also says who asked for it: `"agent"`, the caller's user agent as the surface
+received it, read from AGENT when the operation starts (an operation a timer finishes later
+keeps it). Cloud Audit Logs keep the same thing as AuditLog.requestMetadata.
+callerSuppliedUserAgent ("The user agent of the caller. This information is not authenticated
+and should be treated accordingly", google/cloud/audit/audit_log.proto in googleapis/googleapis;
+its examples: `google-api-python-client/1.4.0`, `Cloud SDK Command Line Tool apitools-client/1.0
+gcloud/0.9.62`). The surfaces set it around each call with `Record.acting_as(caller_agent(...))`:
+grpc_util from the call's metadata, rest_util.RestApi and rest_compute from the HTTP headers.
+"" is the cloud's own work (GKE's auto-upgrade, the World's timers and its event subscribers).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import threading
@@ -36,6 +48,28 @@ from pathlib import Path
 from typing import Any
 
 FILE = "record.json"
+
+# The user agent of the caller the current call serves ("" for the cloud's own work); see above.
+AGENT: contextvars.ContextVar[str] = contextvars.ContextVar("rltui_sandbox_agent", default="")
+
+
+def caller_agent(user_agent: str | None, api_client: str | None = None) -> str:
+    """The agent to record for a call: its `user-agent` (HTTP header or gRPC metadata) as
+    received, then its `x-goog-api-client` when that says something more. The Google client
+    libraries put a caller's ClientInfo(user_agent=...) only in x-goog-api-client
+    (google/api_core/gapic_v1/client_info.py to_grpc_metadata; the REST transports send the same
+    header). Seen here: google-cloud-container 2.67 over gRPC sends user-agent
+    `grpc-python-asyncio/1.85.3 grpc-c/58.0.0 (linux; chttp2)` and x-goog-api-client
+    `rltui/9.9 gl-python/3.11.7 grpc/1.85.3 gax/2.44.0`; google-cloud-compute 1.57 over REST sends
+    User-Agent `python-requests/2.34.2` and the same x-goog-api-client. Without it a library
+    caller would be anonymous. Whether Google's own callerSuppliedUserAgent includes
+    x-goog-api-client is not verified. gcloud's User-Agent already names it
+    (`google-cloud-sdk gcloud/528.0.0 command/gcloud.compute.addresses.create ...`)."""
+    agent = (user_agent or "").strip()
+    extra = (api_client or "").strip()
+    if extra and extra not in agent:
+        agent = f"{agent} {extra}".strip()
+    return agent
 
 
 class Record:
@@ -57,6 +91,16 @@ class Record:
         """Reference seconds since the sandbox started."""
         return round((time.time() - self.started_at) * self.speed, 3)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def acting_as(agent: str) -> Iterator[None]:
+        """Within the block, operations started are recorded with `agent` (AGENT set, then reset)."""
+        token = AGENT.set(agent)
+        try:
+            yield
+        finally:
+            AGENT.reset(token)
+
     def count(self, method: str) -> None:
         """One call of an API method, e.g. "grpc:Lustre/GetInstance" or "compute:networks.get"."""
         with self._lock:
@@ -67,7 +111,7 @@ class Record:
         """An operation began (kind like "gke.update_cluster"); returns its id for `end`."""
         with self._lock:
             op = {"id": len(self._ops) + 1, "kind": kind, "target": target,
-                  "start_ref_s": self.ref_now(), "end_ref_s": None, "error": None, **data}
+                  "start_ref_s": self.ref_now(), "end_ref_s": None, "error": None, "agent": AGENT.get(), **data}
             self._ops.append(op)
             self._open[op["id"]] = op
         self._save()
@@ -93,7 +137,7 @@ class Record:
             end = self.ref_now()
             self._ops.append({"id": len(self._ops) + 1, "kind": kind, "target": target,
                               "start_ref_s": min(round(start_ref_s, 3), end), "end_ref_s": end,
-                              "error": None, **data})
+                              "error": None, "agent": AGENT.get(), **data})
         self._save()
 
     def last_end(self, target_prefix: str) -> float | None:

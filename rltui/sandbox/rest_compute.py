@@ -1,5 +1,7 @@
 """The sandbox's Compute Engine REST API (compute.v1): networks, subnetworks, global addresses,
-firewall rules and their Operation objects, over the World, as aiohttp routes under /compute/v1/.
+firewall rules and their Operation objects, over the World, as aiohttp routes under /compute/v1/;
+Cloud Routers with their NATs and regional addresses are in rest_compute_routers, the pieces
+both share (URLs, ids, error JSON, list pages) in rest_compute_common.
 
 `google.cloud.compute_v1` clients reach it unmodified with
 `client_options={"api_endpoint": "http://127.0.0.1:PORT"}` and
@@ -14,8 +16,10 @@ Where each behaviour comes from:
   Network (id as a string, selfLink, autoCreateSubnetworks - "If not set, a legacy network is
   created", which the sandbox refuses -, subnetworks URLs, peerings[] {name, network, state
   ACTIVE|INACTIVE, stateDetails, autoCreateRoutes, exchangeSubnetRoutes, ...}, mtu 1300-8896
-  default 1460), Subnetwork, Address (status RESERVING|RESERVED|IN_USE, addressType, purpose,
-  prefixLength, network URL), Firewall, Operation (kind compute#operation, status
+  default 1460), Subnetwork (secondaryIpRanges[] {rangeName, ipCidrRange}, taken on insert and
+  shown when set), Address (status RESERVING|RESERVED|IN_USE, addressType, purpose, prefixLength,
+  network URL, labels, labelFingerprint, description; a global address's labels are taken on
+  insert, as the vpc modules' Terraform sends them), Firewall, Operation (kind compute#operation, status
   PENDING|RUNNING|DONE, targetLink, error.errors[] {code, message}, httpErrorStatusCode),
   list pages (maxResults 0-500, default 500; nextPageToken), aggregatedList's `items` keyed by
   scope ("regions/us-east1": {"subnetworks": [...]}), and globalOperations.wait ("waits for no
@@ -41,7 +45,8 @@ compute.googleapis.com. A caller of a local endpoint must hand it one that point
 `sandbox_compute_clients` does, through that same private attribute.
 
 Every call is counted in the record as `compute:<resource>.<method>` (e.g.
-`compute:globalAddresses.insert`), and each Operation is recorded as compute.<collection>.<verb>.
+`compute:globalAddresses.insert`), and each Operation is recorded as compute.<collection>.<verb>,
+with the caller's User-Agent (and x-goog-api-client) as its agent (record.py).
 regions.get and machineTypes.get (read-only, for `rltui up --check`): see the comment above
 DEFAULT_QUOTAS.
 """
@@ -51,46 +56,36 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
 from rltui.sandbox import services as apis
 from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_util import CloudError, InvalidArgument, page
+from rltui.sandbox.grpc_util import CloudError, InvalidArgument
 from rltui.sandbox.record import Record
-from rltui.sandbox.rest_util import body_of
+from rltui.sandbox.rest_compute_common import (
+    BASE, Route, basename, error_json, filtered, gce_id, list_response, url,
+)
+from rltui.sandbox.rest_compute_routers import (
+    add_router_routes, aggregated, label_fingerprint, regional_address_json,
+)
+from rltui.sandbox.rest_util import body_of, request_agent
 from rltui.sandbox.world import (
-    Address, Firewall, Network, Peering, Subnet, World,
+    Address,
+    Firewall,
+    Network,
+    Peering,
+    Subnet,
+    World,
 )
 
 __all__ = ["add_compute_routes", "sandbox_compute_clients", "network_json", "address_json", "firewall_json",
            "subnet_json", "operation_json", "error_json", "BASE"]
 
-BASE = "https://www.googleapis.com/compute/v1"
 PREFIX = "/compute/v1/projects/{project}"
 USER = "sandbox-user@example.com"
-MAX_RESULTS = 500
 
-# google.rpc code name -> (HTTP status, compute errors[].reason)
-_HTTP = {
-    "NOT_FOUND": (404, "notFound"),
-    "ALREADY_EXISTS": (409, "alreadyExists"),
-    "INVALID_ARGUMENT": (400, "invalid"),
-    "FAILED_PRECONDITION": (400, "resourceNotReady"),  # the reason word is not verified
-    "PERMISSION_DENIED": (403, "forbidden"),
-    "RESOURCE_EXHAUSTED": (429, "rateLimitExceeded"),
-    "UNAVAILABLE": (503, "backendError"),
-}
-
-
-def _id(*parts: str) -> str:
-    """A stable uint64 id, as a string (compute.v1 ids are `"format": "uint64"`)."""
-    return str(int(hashlib.blake2b("/".join(parts).encode(), digest_size=7).hexdigest(), 16))
-
-
-def _url(path: str) -> str:
-    return f"{BASE}/{path}"
 
 
 # ---- resource JSON (compute.v1 schemas) ------------------------------------------------------------
@@ -100,9 +95,9 @@ def network_json(net: Network, peerings: list[Peering]) -> dict[str, Any]:
     base = f"{BASE}/projects/{net.project}"
     mtu = net.mtu or (8896 if net.created_by == "xpk" else 1460)
     body: dict[str, Any] = {
-        "kind": "compute#network", "id": _id(net.project, net.name), "name": net.name,
+        "kind": "compute#network", "id": gce_id(net.project, net.name), "name": net.name,
         "selfLink": f"{base}/global/networks/{net.name}", "selfLinkWithId": f"{base}/global/networks/"
-        f"{_id(net.project, net.name)}", "autoCreateSubnetworks": net.auto_create_subnetworks,
+        f"{gce_id(net.project, net.name)}", "autoCreateSubnetworks": net.auto_create_subnetworks,
         "subnetworks": [f"{base}/regions/{s.region}/subnetworks/{s.name}" for s in net.subnets],
         "routingConfig": {"routingMode": "REGIONAL"}, "mtu": mtu,
         "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL",
@@ -128,29 +123,36 @@ def subnet_json(project: str, sub: Subnet) -> dict[str, Any]:
     net = ipaddress.IPv4Network(sub.ip_cidr_range, strict=False)
     base = f"{BASE}/projects/{project}"
     return {
-        "kind": "compute#subnetwork", "id": _id(project, sub.region, sub.name), "name": sub.name,
+        "kind": "compute#subnetwork", "id": gce_id(project, sub.region, sub.name), "name": sub.name,
         "network": f"{base}/global/networks/{sub.network}", "ipCidrRange": sub.ip_cidr_range,
         "gatewayAddress": str(net.network_address + 1), "region": f"{base}/regions/{sub.region}",
         "selfLink": f"{base}/regions/{sub.region}/subnetworks/{sub.name}", "privateIpGoogleAccess": False,
         "fingerprint": hashlib.blake2b(f"{sub}".encode(), digest_size=6).hexdigest(),
         "stackType": "IPV4_ONLY", "purpose": "PRIVATE",
+        **({"secondaryIpRanges": [dict(r) for r in sub.secondary_ranges]} if sub.secondary_ranges else {}),
     }
 
 
 def address_json(addr: Address) -> dict[str, Any]:
     base = f"{BASE}/projects/{addr.project}"
-    return {
-        "kind": "compute#address", "id": _id(addr.project, "address", addr.name), "name": addr.name,
+    body: dict[str, Any] = {
+        "kind": "compute#address", "id": gce_id(addr.project, "address", addr.name), "name": addr.name,
         "address": addr.address, "prefixLength": addr.prefix_length, "purpose": addr.purpose,
         "addressType": "INTERNAL", "network": f"{base}/global/networks/{addr.network}", "status": addr.status,
         "selfLink": f"{base}/global/addresses/{addr.name}", "ipVersion": "IPV4",
+        "labelFingerprint": label_fingerprint(addr.labels),
     }
+    if addr.labels:
+        body["labels"] = dict(addr.labels)
+    if addr.description:
+        body["description"] = addr.description
+    return body
 
 
 def firewall_json(rule: Firewall) -> dict[str, Any]:
     base = f"{BASE}/projects/{rule.project}"
     body: dict[str, Any] = {
-        "kind": "compute#firewall", "id": _id(rule.project, "firewall", rule.name), "name": rule.name,
+        "kind": "compute#firewall", "id": gce_id(rule.project, "firewall", rule.name), "name": rule.name,
         "creationTimestamp": rule.creation_timestamp, "description": rule.description,
         "network": f"{base}/global/networks/{rule.network}", "priority": rule.priority,
         "direction": rule.direction, "logConfig": {"enable": False}, "disabled": rule.disabled,
@@ -168,7 +170,7 @@ def operation_json(project: str, op: dict[str, Any]) -> dict[str, Any]:
     where = f"regions/{op['region']}" if op.get("region") else "global"
     body = {
         "kind": "compute#operation", "id": op["id"], "name": op["name"], "operationType": op["operationType"],
-        "targetLink": _url(op["target"]), "targetId": _id(op["target"]), "status": op["status"], "user": USER,
+        "targetLink": url(op["target"]), "targetId": gce_id(op["target"]), "status": op["status"], "user": USER,
         "progress": op["progress"], "insertTime": op["insertTime"], "startTime": op["startTime"],
         "selfLink": f"{BASE}/projects/{project}/{where}/operations/{op['name']}",
     }
@@ -180,80 +182,7 @@ def operation_json(project: str, op: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def error_json(exc: CloudError) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, Google's error JSON) for a refusal."""
-    status, reason = _HTTP.get(exc.code, (500, "backendError"))
-    item = {"message": exc.message, "domain": "global", "reason": getattr(exc, "compute_reason", "") or reason}
-    body: dict[str, Any] = {"code": status, "message": exc.message, "errors": [item]}
-    if exc.reason == "SERVICE_DISABLED":
-        # compute's errors[] says accessNotConfigured (fog/fog 3996); its domain is not verified.
-        item.update(domain="usageLimits", reason="accessNotConfigured",
-                    extendedHelp="https://console.developers.google.com")
-    if exc.code == "PERMISSION_DENIED" or exc.reason:
-        body["status"] = exc.code
-    if exc.reason:
-        body["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": exc.reason,
-                            "domain": exc.domain, "metadata": exc.metadata}]
-    return status, {"error": body}
-
-
-# ---- request helpers ------------------------------------------------------------------------------------
-
-
-def _basename(value: Any) -> str:
-    return str(value or "").rstrip("/").rsplit("/", 1)[-1]
-
-
-_FILTER = re.compile(r'^\(?\s*(?P<field>[A-Za-z.]+)\s*(?P<op>=|!=|eq|ne)\s*(?P<value>"[^"]*"|\'[^\']*\'|\S+?)\s*\)?$')
-
-
-def _filtered(items: list[dict[str, Any]], expression: str) -> list[dict[str, Any]]:
-    """One `field = value` / `field != value` (AIP-160, exact) or `field eq regex` / `ne` (RE2
-    full match) expression, as the discovery document's `filter` describes; more is refused."""
-    if not expression.strip():
-        return items
-    match = _FILTER.match(expression.strip())
-    if match is None:
-        raise InvalidArgument(f"Invalid value for field 'filter': '{expression}'. The sandbox understands one "
-                              "'field = value', 'field != value', 'field eq regex' or 'field ne regex'.")
-    field, op, value = match["field"], match["op"], match["value"].strip("\"'")
-
-    def get(item: dict[str, Any]) -> str:
-        cur: Any = item
-        for part in field.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if cur is None:
-            return ""
-        return ("true" if cur else "false") if isinstance(cur, bool) else str(cur)
-
-    if op in ("=", "!="):
-        keep = [i for i in items if (get(i) == value) == (op == "=")]
-    else:
-        pattern = re.compile(value)
-        keep = [i for i in items if bool(pattern.fullmatch(get(i))) == (op == "eq")]
-    return keep
-
-
-def _list(request: web.Request, kind: str, items: list[dict[str, Any]], self_link: str) -> web.Response:
-    items = _filtered(items, request.query.get("filter", ""))
-    try:
-        size = int(request.query.get("maxResults", MAX_RESULTS))
-    except ValueError:
-        raise InvalidArgument(f"Invalid value for field 'maxResults': '{request.query['maxResults']}'") from None
-    if not 0 <= size <= MAX_RESULTS:
-        raise InvalidArgument(f"Invalid value for field 'maxResults': '{size}'. Must be in the range [0, 500].")
-    chunk, token = page(items, size or MAX_RESULTS, request.query.get("pageToken", ""))
-    body: dict[str, Any] = {"kind": kind, "id": self_link.split("/compute/v1/", 1)[-1], "items": chunk,
-                            "selfLink": self_link}
-    if token:
-        body["nextPageToken"] = token
-    return web.json_response(body)
-
-
 # ---- the routes -------------------------------------------------------------------------------------------
-
-
-Route = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
 
 
 def add_compute_routes(app: web.Application, world: World, *, record: Record | None = None,
@@ -271,7 +200,8 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
                 if faults is not None and faults.hit(f"compute:{name}"):
                     raise _Unavailable(f"sandbox fault injection: compute:{name} answered 503; retry")
                 world.require_service(project, apis.COMPUTE)
-                return await fn(request, world.resolve_project(project))
+                with rec.acting_as(request_agent(request)):
+                    return await fn(request, world.resolve_project(project))
             except CloudError as exc:
                 status, body = error_json(exc)
                 return web.json_response(body, status=status)
@@ -291,7 +221,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
     async def networks_list(request: web.Request, project: str) -> web.Response:
         items = [network_json(n, peerings_of(project, n.name)) for n in world.list_networks(project)]
-        return _list(request, "compute#networkList", items, f"{BASE}/projects/{project}/global/networks")
+        return list_response(request, "compute#networkList", items, f"{BASE}/projects/{project}/global/networks")
 
     async def networks_insert(request: web.Request, project: str) -> web.Response:
         body = await body_of(request)
@@ -331,15 +261,15 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
     async def subnets_list(request: web.Request, project: str) -> web.Response:
         region = request.match_info["region"]
         items = [subnet_json(project, s) for s in world.list_subnets(project, region)]
-        return _list(request, "compute#subnetworkList", items,
+        return list_response(request, "compute#subnetworkList", items,
                      f"{BASE}/projects/{project}/regions/{region}/subnetworks")
 
     async def subnets_aggregated(request: web.Request, project: str) -> web.Response:
-        subs = _filtered([subnet_json(project, s) for s in world.list_subnets(project)],
+        subs = filtered([subnet_json(project, s) for s in world.list_subnets(project)],
                          request.query.get("filter", ""))
         scopes: dict[str, dict[str, Any]] = {}
         for sub in subs:
-            scope = "regions/" + _basename(sub["region"])
+            scope = "regions/" + basename(sub["region"])
             scopes.setdefault(scope, {"subnetworks": []})["subnetworks"].append(sub)
         return web.json_response({"kind": "compute#subnetworkAggregatedList",
                                   "id": f"projects/{project}/aggregated/subnetworks", "items": scopes,
@@ -349,8 +279,9 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         region = request.match_info["region"]
         body = await body_of(request)
         name = str(body.get("name") or "")
-        world.create_subnet(project, region, name, network=_basename(body.get("network")),
-                            ip_cidr_range=str(body.get("ipCidrRange") or ""))
+        world.create_subnet(project, region, name, network=basename(body.get("network")),
+                            ip_cidr_range=str(body.get("ipCidrRange") or ""),
+                            secondary_ranges=[dict(r) for r in body.get("secondaryIpRanges") or []])
         return op_response(project, world.start_compute_op(
             project, "insert", f"projects/{project}/regions/{region}/subnetworks/{name}", region=region, done=True))
 
@@ -373,22 +304,32 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
     async def addresses_list(request: web.Request, project: str) -> web.Response:
         items = [address_json(a) for a in world.list_addresses(project)]
-        return _list(request, "compute#addressList", items, f"{BASE}/projects/{project}/global/addresses")
+        return list_response(request, "compute#addressList", items, f"{BASE}/projects/{project}/global/addresses")
 
     async def addresses_insert(request: web.Request, project: str) -> web.Response:
         body = await body_of(request)
         addr_type = body.get("addressType") or "EXTERNAL"  # the API's default (discovery: addressType)
         if addr_type != "INTERNAL":
             raise InvalidArgument("the sandbox emulates INTERNAL global addresses only (VPC_PEERING ranges)")
-        op = world.insert_address(project, str(body.get("name") or ""), network=_basename(body.get("network")),
+        op = world.insert_address(project, str(body.get("name") or ""), network=basename(body.get("network")),
                                   purpose=str(body.get("purpose") or "VPC_PEERING"),
                                   prefix_length=int(body.get("prefixLength") or 16),
-                                  address=body.get("address") or None)
+                                  address=body.get("address") or None,
+                                  labels={str(k): str(v) for k, v in (body.get("labels") or {}).items()},
+                                  description=str(body.get("description") or ""))
         return op_response(project, op)
 
     async def addresses_delete(request: web.Request, project: str) -> web.Response:
         return op_response(project, world.remove_address(project, request.match_info["address"]))
 
+    async def addresses_aggregated(request: web.Request, project: str) -> web.Response:
+        """Regional addresses by region, and the global ones under "global" (rest_compute_routers)."""
+        items = [address_json(a) for a in world.list_addresses(project)]
+        items += [regional_address_json(a) for a in world.list_regional_addresses(project)]
+        return aggregated(request, "compute#addressAggregatedList", "addresses", project, "addresses", items,
+                          lambda item: "regions/" + basename(item["region"]) if "region" in item else "global")
+
+    route("GET", "/aggregated/addresses", "addresses.aggregatedList", addresses_aggregated)
     route("GET", "/global/addresses", "globalAddresses.list", addresses_list)
     route("POST", "/global/addresses", "globalAddresses.insert", addresses_insert)
     route("GET", "/global/addresses/{address}", "globalAddresses.get", addresses_get)
@@ -400,11 +341,11 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
 
     async def firewalls_list(request: web.Request, project: str) -> web.Response:
         items = [firewall_json(f) for f in world.list_firewalls(project)]
-        return _list(request, "compute#firewallList", items, f"{BASE}/projects/{project}/global/firewalls")
+        return list_response(request, "compute#firewallList", items, f"{BASE}/projects/{project}/global/firewalls")
 
     async def firewalls_insert(request: web.Request, project: str) -> web.Response:
         b = await body_of(request)
-        rule = Firewall(project, str(b.get("name") or ""), _basename(b.get("network") or "global/networks/default"),
+        rule = Firewall(project, str(b.get("name") or ""), basename(b.get("network") or "global/networks/default"),
                         direction=str(b.get("direction") or "INGRESS"), priority=int(b.get("priority", 1000)),
                         source_ranges=list(b.get("sourceRanges") or []),
                         destination_ranges=list(b.get("destinationRanges") or []),
@@ -420,6 +361,8 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         world.delete_firewall(project, name)
         return op_response(project, world.start_compute_op(
             project, "delete", f"projects/{project}/global/firewalls/{name}", done=True))
+
+    add_router_routes(route, world, op_response)
 
     route("GET", "/global/firewalls", "firewalls.list", firewalls_list)
     route("POST", "/global/firewalls", "firewalls.insert", firewalls_insert)
@@ -472,8 +415,12 @@ class _Unavailable(CloudError):
 # (URLs), quotas[] {metric, limit, usage} (doubles), selfLink, supportsPzs} - the compute.v1
 # Region and Quota schemas (google-cloud-compute 1.57 compute_v1.types.Region / Quota; the REST
 # reference docs.cloud.google.com/compute/docs/reference/rest/v1/regions/get; a gcloud dump of a
-# real region's quotas in that shape: pastebin.com/9MY1rdpX). Quota.metric is a string: GPU
-# metrics newer than the library's enum (PREEMPTIBLE_NVIDIA_B200_GPUS) parse unchanged.
+# real region's quotas in that shape: pastebin.com/9MY1rdpX). Only metrics of the Quota.metric
+# enum are listed (google-cloud-compute compute_v1.types.Quota.Metric, generated from the
+# discovery document, as gcloud's compute messages are): it has PREEMPTIBLE_NVIDIA_H100_GPUS but
+# no B200, H200 or H100 MEGA metric, so regions.get says nothing of those GPUs; Google publishes
+# them through Cloud Quotas (rltui/sandbox/grpc_quotas.py). World.quotas keeps them for the
+# node pools' late quota failure (world_gke_pools) and for Cloud Quotas.
 # The sandbox's limits: World.quotas where set (`rltui sandbox start --quota METRIC=LIMIT`),
 # else DEFAULT_QUOTAS - a sandbox choice large enough for the codelab (a real new project has far
 # less GPU quota: that is not emulated). Usage: the GPUs of the World's node pools that are up,
@@ -492,8 +439,15 @@ class _Unavailable(CloudError):
 
 DEFAULT_QUOTAS: dict[str, float] = {
     "CPUS": 5000.0, "PREEMPTIBLE_CPUS": 0.0, "E2_CPUS": 5000.0, "IN_USE_ADDRESSES": 200.0,
-    "INTERNAL_ADDRESSES": 200.0, "NVIDIA_B200_GPUS": 0.0, "PREEMPTIBLE_NVIDIA_B200_GPUS": 128.0,
+    "STATIC_ADDRESSES": 21.0, "INTERNAL_ADDRESSES": 200.0,
 }
+
+
+def _listed(metric: str) -> bool:
+    """A metric regions.get can answer (compute_v1 Quota.Metric)."""
+    from google.cloud import compute_v1
+
+    return metric in compute_v1.Quota.Metric.__members__
 MACHINE_TYPES: dict[str, dict[str, Any]] = {
     "a4-highgpu-8g": {"guestCpus": 224, "memoryMb": 3968 * 1024, "description": "224 vCPUs, 3968 GB RAM",
                       "accelerators": [{"guestAcceleratorType": "nvidia-b200", "guestAcceleratorCount": 8}]},
@@ -530,12 +484,12 @@ def region_json(world: World, project: str, region: str) -> dict[str, Any]:
     limits = {**DEFAULT_QUOTAS, **{k: float(v) for k, v in world.quotas.items()}}
     used = _gpu_usage(world, project, region)
     return {
-        "kind": "compute#region", "id": _id("region", region), "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+        "kind": "compute#region", "id": gce_id("region", region), "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
         "name": region, "description": region, "status": "UP",
-        "zones": [_url(f"projects/{project}/zones/{z}") for z in _zones(region)],
+        "zones": [url(f"projects/{project}/zones/{z}") for z in _zones(region)],
         "quotas": [{"metric": metric, "limit": limit, "usage": used.get(metric, 0.0)}
-                   for metric, limit in sorted(limits.items())],
-        "selfLink": _url(f"projects/{project}/regions/{region}"), "supportsPzs": False,
+                   for metric, limit in sorted(limits.items()) if _listed(metric)],
+        "selfLink": url(f"projects/{project}/regions/{region}"), "supportsPzs": False,
     }
 
 
@@ -545,8 +499,8 @@ def machine_type_json(world: World, project: str, zone: str, name: str) -> dict[
     region = zone.rsplit("-", 1)[0]
     if spec is None or zone not in _zones(region) or (name in offered and zone not in offered[name]):
         raise _NotFound(f"The resource 'projects/{project}/zones/{zone}/machineTypes/{name}' was not found")
-    body = {"kind": "compute#machineType", "id": _id("machineType", zone, name), "name": name,
-            "zone": zone, "selfLink": _url(f"projects/{project}/zones/{zone}/machineTypes/{name}"),
+    body = {"kind": "compute#machineType", "id": gce_id("machineType", zone, name), "name": name,
+            "zone": zone, "selfLink": url(f"projects/{project}/zones/{zone}/machineTypes/{name}"),
             "isSharedCpu": False, "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
             "creationTimestamp": "1969-12-31T16:00:00.000-08:00", **spec}
     return body
@@ -566,7 +520,8 @@ def sandbox_compute_clients(endpoint: str) -> dict[str, Any]:
     out: dict[str, Any] = {"global_operations": global_ops, "region_operations": region_ops}
     for key, cls in (("networks", compute_v1.NetworksClient), ("subnetworks", compute_v1.SubnetworksClient),
                      ("global_addresses", compute_v1.GlobalAddressesClient),
-                     ("firewalls", compute_v1.FirewallsClient)):
+                     ("firewalls", compute_v1.FirewallsClient), ("routers", compute_v1.RoutersClient),
+                     ("addresses", compute_v1.AddressesClient)):
         client = cls(client_options=opts, credentials=creds)
         services = getattr(client._transport, "_extended_operations_services", None)
         if isinstance(services, dict):

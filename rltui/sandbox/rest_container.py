@@ -11,6 +11,10 @@ Paths and bodies: the container.v1 discovery document shipped in google-api-pyth
        --update-addons=RayOperator=ENABLED,LustreCsiDriver=ENABLED` sends, see tests/gcloud)
 - POST v1/projects/{p}/locations/{l}/clusters/{c}:setAddons  (body SetAddonsConfigRequest)
 - GET  .../clusters/{c}/nodePools[/{np}], PUT .../nodePools/{np} (nodeVersion, imageType)
+- POST .../clusters/{c}/nodePools (body CreateNodePoolRequest `{"nodePool": {...}}`) and
+  DELETE .../clusters/{c}/nodePools/{np} (projects.locations.clusters.nodePools.create/delete;
+  the DELETE is what Terraform's remove_default_node_pool sends for `default-pool`,
+  terraform-provider-google v7.40.0 resource_container_cluster.go), both also under the zones path
 - GET  v1/projects/{p}/locations/{l}/operations[/{op}]
 - DELETE v1/projects/{p}/locations/{l}/clusters/{c}          (`gcloud beta container clusters delete`,
        xpk 1.16.0's plain delete path, under v1beta1)
@@ -25,7 +29,9 @@ Bodies are the proto3 JSON mapping of container_v1 messages (camelCase; enums by
 (FACTS.md, "the real gcloud on these machines"); both are whatever the World's Cluster holds.
 GKE's one-operation-at-a-time rule and the addon/node-pool state machines are the World's
 (world_gke.py, world_gke_pools.py). Calls are counted as `container:<collection>.<method>`;
-the API gate is container.googleapis.com.
+the API gate is container.googleapis.com. Refusals carry the older `errors[]` beside status and
+details, with the reason words GKE's REST errors were seen with (failedPrecondition for a busy
+cluster, from which Terraform decides to retry: rest_util's module docstring has the sources).
 """
 
 from __future__ import annotations
@@ -74,7 +80,7 @@ def _semver(v: str) -> tuple[int, ...]:
 
 
 def container_app(world: World, *, record: Record | None = None, faults: Faults | None = None) -> web.Application:
-    api = RestApi("container", apis.CONTAINER, world, record=record, faults=faults)
+    api = RestApi("container", apis.CONTAINER, world, record=record, faults=faults, legacy_errors=True)
 
     def cluster_id(m: dict[str, str]) -> str:
         return m["cluster"]
@@ -120,12 +126,28 @@ def container_app(world: World, *, record: Record | None = None, faults: Faults 
     async def pools_update(request: web.Request, m: dict[str, str]) -> Any:
         body = await body_of(request)
         extra = sorted(set(body) - {"name", "projectId", "zone", "clusterId", "nodePoolId", "nodeVersion",
-                                    "imageType"})
+                                    "imageType", "upgradeSettings"})
         if extra:
-            raise Unimplemented(f"the sandbox's nodePools.update supports nodeVersion and imageType only, "
-                                f"not {extra[0]}")
+            raise Unimplemented(f"the sandbox's nodePools.update supports nodeVersion and imageType, or "
+                                f"upgradeSettings, only, not {extra[0]}")
+        if "upgradeSettings" in body:
+            if {"nodeVersion", "imageType"} & set(body):
+                raise Unimplemented("the sandbox's nodePools.update takes upgradeSettings alone")
+            settings = _msg(container_v1.NodePool.UpgradeSettings, body["upgradeSettings"])
+            return proto_json(world.set_upgrade_settings(m["project"], m["location"], cluster_id(m), m["pool"],
+                                                         settings))
         return proto_json(world.update_node_pool(m["project"], m["location"], cluster_id(m), m["pool"],
                                                  str(body.get("nodeVersion") or ""), str(body.get("imageType") or "")))
+
+    async def pools_create(request: web.Request, m: dict[str, str]) -> Any:
+        body = await body_of(request)
+        if not isinstance(body.get("nodePool"), dict):
+            raise InvalidArgument("nodePool is required")
+        pool = _msg(container_v1.NodePool, body["nodePool"])
+        return proto_json(world.create_node_pool(m["project"], m["location"], cluster_id(m), pool))
+
+    async def pools_delete(request: web.Request, m: dict[str, str]) -> Any:
+        return proto_json(world.delete_node_pool(m["project"], m["location"], cluster_id(m), m["pool"]))
 
     async def ops_get(request: web.Request, m: dict[str, str]) -> Any:
         return proto_json(world.get_cluster_operation(m["project"], m["location"], m["operation"]))
@@ -162,4 +184,9 @@ def container_app(world: World, *, record: Record | None = None, faults: Faults 
                   pools_update)
         api.route("GET", zone + "/clusters/{cluster}/nodePools", "zones.clusters.nodePools.list", pools_list)
         api.route("GET", zone + "/clusters/{cluster}/nodePools/{pool}", "zones.clusters.nodePools.get", pools_get)
+        for base, scope in ((loc, "locations"), (zone, "zones")):
+            api.route("POST", base + "/clusters/{cluster}/nodePools", f"{scope}.clusters.nodePools.create",
+                      pools_create)
+            api.route("DELETE", base + "/clusters/{cluster}/nodePools/{pool}", f"{scope}.clusters.nodePools.delete",
+                      pools_delete)
     return api.app

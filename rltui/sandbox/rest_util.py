@@ -11,8 +11,22 @@ host root (FACTS.md row "the real gcloud on these machines").
   [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason", "domain", "metadata"}]}}`,
   the HTTP status from the same table (NOT_FOUND 404, ALREADY_EXISTS 409, INVALID_ARGUMENT and
   FAILED_PRECONDITION 400, PERMISSION_DENIED 403, UNIMPLEMENTED 501, ...).
+- Kubernetes Engine's errors (RestApi(..., legacy_errors=True), rest_container) also carry the
+  older `errors: [{"message", "domain": "global", "reason"}]` beside status/details: Terraform
+  decides "busy, retry" from errors[].reason == "failedPrecondition"
+  (terraform-provider-google v7.40.0 google/tpgresource/utils.go IsFailedPreconditionError), and
+  GKE's REST errors carry these words, as the provider prints them ("googleapi: Error <code>:
+  <message>, <reason>"): failedPrecondition (hashicorp/terraform-provider-google 3650, 10366: "...
+  is currently upgrading cluster ...", "... is currently deleting a node pool ..."), notFound
+  (terraform-provider-google 7851), alreadyExists (terraform-google-modules/
+  terraform-google-kubernetes-engine 367), badRequest for INVALID_ARGUMENT (GoogleCloudPlatform/
+  ai-on-gke 820, terraform-google-kubernetes-engine 2016, rancher/rancher 12720), accessNotConfigured
+  for a disabled API (banzaicloud/cloudinfo 378, GoogleCloudPlatform/k8s-config-connector 492).
+  Any other code gets the lowerCamel of its name (permissionDenied, unavailable, ...): not verified.
 - The API gate: `world.require_service(project, api)` before any handler runs, so a disabled API
   is refused 403 PERMISSION_DENIED / SERVICE_DISABLED, as the gRPC and Compute surfaces do.
+- Each handler runs as its caller: operations it starts record the request's User-Agent (and
+  x-goog-api-client) as their agent (record.Record.acting_as, record.caller_agent).
 - Every call is counted in the record as `<api>:<method>` (e.g. `lustre:instances.get`), and the
   fault injector may answer one with 503 UNAVAILABLE on that same channel name.
 """
@@ -20,17 +34,20 @@ host root (FACTS.md row "the real gcloud on these machines").
 from __future__ import annotations
 
 import socket
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import web
 from google.protobuf import json_format
 
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_util import CloudError, InvalidArgument, page
-from rltui.sandbox.record import Record
-from rltui.sandbox.world import World
+from rltui.sandbox.record import Record, caller_agent
 
-__all__ = ["RestApi", "error_body", "body_of", "lro_json", "proto_json", "serve_on_loopback", "HTTP_STATUS"]
+if TYPE_CHECKING:  # world.py imports modules that import this one (the toolkit's error JSON)
+    from rltui.sandbox.world import World
+
+__all__ = ["RestApi", "error_body", "body_of", "lro_json", "proto_json", "serve_on_loopback", "HTTP_STATUS",
+           "legacy_reason", "request_agent"]
 
 # google.rpc code name -> HTTP status (google/rpc/code.proto's HTTP Mapping comments)
 HTTP_STATUS = {
@@ -45,14 +62,38 @@ class _Unavailable(CloudError):
     code = "UNAVAILABLE"
 
 
-def error_body(exc: CloudError) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, Google's error JSON) for a refusal."""
+# google.rpc code name -> the errors[].reason GKE's REST errors were seen with (sources above).
+LEGACY_REASONS = {
+    "FAILED_PRECONDITION": "failedPrecondition", "NOT_FOUND": "notFound", "ALREADY_EXISTS": "alreadyExists",
+    "INVALID_ARGUMENT": "badRequest",
+}
+
+
+def legacy_reason(exc: CloudError) -> str:
+    """The errors[].reason word for a refusal (see the module docstring for which are verified)."""
+    if exc.reason == "SERVICE_DISABLED":
+        return "accessNotConfigured"
+    if exc.code in LEGACY_REASONS:
+        return LEGACY_REASONS[exc.code]
+    head, *rest = exc.code.lower().split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def error_body(exc: CloudError, *, legacy_errors: bool = False) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, Google's error JSON) for a refusal; legacy_errors adds `errors[]` (see above)."""
     status = HTTP_STATUS.get(exc.code, 500)
     body: dict[str, Any] = {"code": status, "message": exc.message, "status": exc.code}
+    if legacy_errors:
+        body["errors"] = [{"message": exc.message, "domain": "global", "reason": legacy_reason(exc)}]
     if exc.reason:
         body["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": exc.reason,
                             "domain": exc.domain, "metadata": exc.metadata}]
     return status, {"error": body}
+
+
+def request_agent(request: web.Request) -> str:
+    """The caller's user agent: the User-Agent header as received, then x-goog-api-client."""
+    return caller_agent(request.headers.get("User-Agent"), request.headers.get("x-goog-api-client"))
 
 
 async def body_of(request: web.Request) -> dict[str, Any]:
@@ -100,10 +141,11 @@ class RestApi:
     a JSON-able object (or a web.Response)."""
 
     def __init__(self, prefix: str, api: str | None, world: World, *, record: Record | None = None,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None, legacy_errors: bool = False) -> None:
         self.prefix, self.api, self.world = prefix, api, world
         self.record = record if record is not None else world.record
         self.faults = faults
+        self.legacy_errors = legacy_errors
         self.app = web.Application(client_max_size=8 * 1024 * 1024)
 
     def route(self, method: str, path: str, name: str, fn: Handler, *, gate: bool = True) -> None:
@@ -120,9 +162,10 @@ class RestApi:
                     self.world.require_service(project, self.api)
                 if project:
                     m["project"] = self.world.resolve_project(project)
-                out = await fn(request, m)
+                with Record.acting_as(request_agent(request)):
+                    out = await fn(request, m)
             except CloudError as exc:
-                status, body = error_body(exc)
+                status, body = error_body(exc, legacy_errors=self.legacy_errors)
                 return web.json_response(body, status=status)
             if isinstance(out, web.StreamResponse):
                 return out

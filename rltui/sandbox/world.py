@@ -26,6 +26,7 @@ Where each service lives (World mixes them together; one object, one state, one 
   world_model      the per-project state, deadlines, events, world.json's project JSON, shared helpers
   world_network    VPC networks, subnets, firewall rules, compute operations, global addresses,
                    Service Networking peerings, the `default` network
+  world_routers    Cloud Routers and their NATs, regional (NAT IP) addresses
   world_services   Service Usage (enable, list) and the API gate (require_service, gate_grpc)
   world_gke        GKE clusters, their operations, the busy rule, addons, labels, GKE's own upgrade
   world_gke_pools  GKE node pools, the GPU quota's late failure, node recreation
@@ -56,6 +57,7 @@ from rltui.sandbox.world_gke_pools import GkeNodePoolMixin
 from rltui.sandbox.world_lustre import LustreMixin
 from rltui.sandbox.world_model import WorldEvent, _Due, _Project, _project_from_json, _project_to_json
 from rltui.sandbox.world_network import NetworkMixin, _add_default_network
+from rltui.sandbox.world_routers import RouterMixin
 from rltui.sandbox.world_services import ServiceUsageMixin
 from rltui.sandbox.world_xpk import XpkMixin
 
@@ -69,8 +71,9 @@ from rltui.sandbox.world_gke import (  # noqa: F401
 from rltui.sandbox.world_gke_pools import gpu_quota_metric  # noqa: F401
 from rltui.sandbox.world_lustre import LUSTRE_CAPACITY_TIERS, LustreState  # noqa: F401
 from rltui.sandbox.world_model import (  # noqa: F401
-    Address, Firewall, Network, Peering, Subnet, project_number, region_of,
+    Address, Firewall, Network, Peering, RegionalAddress, Router, Subnet, project_number, region_of,
 )
+from rltui.sandbox.world_routers import DOCUMENTATION_RANGES  # noqa: F401
 from rltui.sandbox.world_network import AUTO_SUBNETS, SERVICE_NETWORKING, InUse  # noqa: F401
 from rltui.sandbox.world_xpk import (  # noqa: F401
     XPK_DEVICE_TYPES, XPK_MILESTONES, XpkDevice, xpk_pool_name, xpk_unique_name,
@@ -80,14 +83,14 @@ from rltui.sandbox.xpk_names import hash_string  # noqa: F401
 
 __all__ = [
     "AlreadyExists", "CloudError", "FailedPrecondition", "InvalidArgument", "NotFound",
-    "Address", "Firewall", "LUSTRE_CAPACITY_TIERS", "Network", "Peering", "Subnet",
+    "Address", "Firewall", "LUSTRE_CAPACITY_TIERS", "Network", "Peering", "RegionalAddress", "Router", "Subnet",
     "World", "WorldEvent", "XPK_DEVICE_TYPES", "region_of",
 ]
 
 log = logging.getLogger(__name__)
 
 
-class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, XpkMixin, LustreMixin):
+class World(NetworkMixin, RouterMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, XpkMixin, LustreMixin):
     """The emulated projects; see the module docstring."""
 
     def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None, *,
@@ -157,6 +160,12 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
 
     def _emit(self, kind: str, project: str, location: str, name: str, **data: Any) -> None:
         event = WorldEvent(kind, project, location, name, data)
+        # Subscribers (the node and pod controllers) are the cloud's own work, whoever's call
+        # caused the event: their operations record no caller's agent (record.py).
+        with Record.acting_as(""):
+            self._notify(event)
+
+    def _notify(self, event: WorldEvent) -> None:
         for callback in list(self._subscribers):
             try:
                 result = callback(event)
@@ -165,7 +174,7 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
             except Exception:  # a broken subscriber must not break the cloud
-                log.exception("world subscriber failed on %s", kind)
+                log.exception("world subscriber failed on %s", event.kind)
 
     def _schedule(self, action: str, args: dict[str, Any], *, key: str | None = None,
                   seconds: float | None = None) -> int:
@@ -173,6 +182,8 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
         self._seq += 1
         self._due.append(_Due(time.time() + max(0.0, delay), self._seq, action, args))
         self._due.sort(key=lambda d: (d.at, d.seq))
+        # Due on time whoever asks: a change must not wait for the next caller's read to happen.
+        self._arm()
         return self._seq
 
     def _tick(self) -> None:
@@ -180,13 +191,14 @@ class World(NetworkMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, 
         if self._closed:
             return
         now, fired = time.time(), False
-        while self._due and self._due[0].at <= now:
-            due = self._due.pop(0)
-            fired = True
-            try:
-                getattr(self, "_on_" + due.action)(**due.args)
-            except Exception:
-                log.exception("world: applying %s failed", due.action)
+        with Record.acting_as(""):  # a deadline is the cloud's own work, whichever call ran the clock
+            while self._due and self._due[0].at <= now:
+                due = self._due.pop(0)
+                fired = True
+                try:
+                    getattr(self, "_on_" + due.action)(**due.args)
+                except Exception:
+                    log.exception("world: applying %s failed", due.action)
         if fired:
             self._commit()
         self._arm()

@@ -326,14 +326,16 @@ class GkeClusterMixin:
     def start_gke_upgrade(self, project: str, location: str, cluster: str, *,
                           seconds: float | None = None) -> container_v1.Operation:
         """Start GKE's own UPGRADE_MASTER on an idle cluster (refused busy like any other); it
-        takes gke_auto_upgrade, or `seconds` (tests that must see it running on a busy machine)."""
+        takes gke_auto_upgrade, or `seconds` (tests that must see it running on a busy machine).
+        Its record names no caller (agent ""), whoever's call made GKE start it."""
         self._tick()
         c = self._cluster(project, location, cluster)
         p = self._project(project)
         self._busy(p, location, cluster)
         c.status = Status.RECONCILING
-        op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_MASTER,
-                                    detail="Automatic upgrade of the control plane (GKE-initiated)")
+        with self.record.acting_as(""):
+            op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_MASTER,
+                                        detail="Automatic upgrade of the control plane (GKE-initiated)")
         self._schedule("gke_upgraded", {"project": project, "location": location, "cluster": cluster,
                                         "operation": op.name}, key="gke_auto_upgrade", seconds=seconds)
         self._commit()

@@ -1,6 +1,7 @@
 """The sandbox World's GKE node pools: listing them, CreateNodePool on an idle RUNNING cluster
 (and its late failure over the regional GPU quota: the Compute Engine metric gpu_quota_metric
-names, sources in the comment on the quota section), and UpdateNodePool, whose same-version
+names, sources in the comment on the quota section), DeleteNodePool (the default-pool Terraform
+removes right after a create; sources in its section), and UpdateNodePool, whose same-version
 upgrade recreates the nodes one at a time as xpk relies on (sources in the comment on the
 recreation section). Clusters, their operations and the busy rule are in world_gke.
 
@@ -157,6 +158,44 @@ class GkeNodePoolMixin:
         self._finish_cluster_op(project, operation, ResourceExhausted(message))
         self._emit("node_pool_failed", project, location, cluster, node_pool=pool, message=message)
 
+    # -- DeleteNodePool ---------------------------------------------------------------------------
+    #
+    # A DELETE_NODE_POOL operation (container_v1 Operation.Type) under the one-operation rule
+    # (world_gke: a second operation meanwhile is refused "Cluster is running incompatible
+    # operation ..."; hashicorp/terraform-provider-google 10366 shows GKE's own wording while a pool
+    # is deleted, "Operation operation-... is currently deleting a node pool for cluster ...", which
+    # the sandbox does not reproduce). The pool is STOPPING meanwhile and gone after `key`'s time.
+    # Terraform's google_container_cluster with remove_default_node_pool (Cluster Toolkit's
+    # gke-cluster) sends it for `default-pool` right after the create's operation is DONE and waits
+    # for it (terraform-provider-google v7.40.0 google/services/container/
+    # resource_container_cluster.go, `if d.Get("remove_default_node_pool")`). Deleting a cluster's
+    # last pool is allowed (that flow leaves none until its google_container_node_pool resources).
+
+    def delete_node_pool(self, project: str, location: str, cluster: str, pool: str, *,
+                         key: str = "gke_node_pool_delete", seconds: float | None = None) -> container_v1.Operation:
+        self._tick()
+        p = self._project(project)
+        np = self._pool(project, location, cluster, pool)  # NotFound for the cluster or the pool
+        self._busy(p, location, cluster)
+        np.status = container_v1.NodePool.Status.STOPPING
+        op = self._start_cluster_op(p, location, cluster, OpType.DELETE_NODE_POOL, f"/nodePools/{pool}")
+        self._schedule("node_pool_gone", {"project": project, "location": location, "cluster": cluster,
+                                          "pool": pool, "operation": op.name}, key=key, seconds=seconds)
+        self._commit()
+        return _copy(op)
+
+    def _on_node_pool_gone(self, project: str, location: str, cluster: str, pool: str, operation: str) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        if c is None:
+            return
+        kept = [np for np in c.node_pools if np.name != pool]
+        if len(kept) == len(c.node_pools):
+            return
+        c.node_pools = kept
+        c.current_node_count = sum(n.initial_node_count for n in c.node_pools if n.status in _POOL_UP)
+        self._emit("node_pool_deleted", project, location, cluster, node_pool=pool)
+
     # -- node pool upgrade = recreation -------------------------------------------------------------
     #
     # UpdateNodePool(node_version[, image_type]) and UpdateCluster(desired_node_pool_id +
@@ -167,10 +206,17 @@ class GkeNodePoolMixin:
     # forms of updates to node pools"). node_version accepts "-" (the master's version), "latest",
     # 1.X, 1.X.Y or 1.X.Y-gke.N (UpdateNodePoolRequest docstring); the docstring calls image_type
     # "Required" too, but whether the API refuses an empty one was not verified: empty keeps the
-    # pool's image. Nodes are recreated one at a time (Cluster Toolkit's gke-node-pool sets
-    # max_surge 0, max_unavailable 1), node_pool_recreate reference minutes each: each goes away
-    # (its pods are killed, as in a preemption) and registers again, with no images and with the
-    # cluster's current CSI drivers.
+    # pool's image. Nodes are recreated max_surge + max_unavailable at a time ("(maxUnavailable +
+    # maxSurge) determines the level of parallelism", container_v1 NodePool.UpgradeSettings; Cluster
+    # Toolkit's gke-node-pool sets max_surge 0, max_unavailable 1: one at a time; GKE's default for
+    # a pool without settings is max_surge 1, max_unavailable 0), node_pool_recreate reference
+    # minutes per batch: each node goes away (its pods are killed, as in a preemption) and registers
+    # again, with no images and with the cluster's current CSI drivers. A surge node is not
+    # modelled: a batch's nodes are recreated in place.
+    #
+    # UpdateNodePool(upgrade_settings) alone changes the settings: a short operation
+    # (gke_set_labels' time: metadata only). Its operation type is not verified (UPDATE_CLUSTER
+    # here); the sandbox does not take upgrade_settings together with node_version.
 
     def update_node_pool(self, project: str, location: str, cluster: str, pool: str, node_version: str,
                          image_type: str = "") -> container_v1.Operation:
@@ -186,16 +232,48 @@ class GkeNodePoolMixin:
         version = self._resolve_node_version(c, node_version)
         nodes = np.initial_node_count * max(1, len(np.locations))
         per_node = self.clock.seconds("node_pool_recreate")
+        batch = upgrade_batch(np)
+        batches = -(-nodes // batch)
         np.status = container_v1.NodePool.Status.RECONCILING
         c.status = Status.RECONCILING
         op = self._start_cluster_op(p, location, cluster, OpType.UPGRADE_NODES, f"/nodePools/{pool}")
         self._schedule("node_pool_recreated", {"project": project, "location": location, "cluster": cluster,
                                                "pool": pool, "operation": op.name, "version": version,
-                                               "image_type": image_type}, seconds=per_node * nodes)
+                                               "image_type": image_type}, seconds=per_node * batches)
         self._commit()
         self._emit("node_pool_recreating", project, location, cluster,
-                   **{**_pool_data(np), "per_node_s": per_node, "version": version, "operation": op.name})
+                   **{**_pool_data(np), "per_node_s": per_node, "batch": batch, "version": version,
+                      "operation": op.name})
         return _copy(op)
+
+    def set_upgrade_settings(self, project: str, location: str, cluster: str, pool: str,
+                             settings: container_v1.NodePool.UpgradeSettings) -> container_v1.Operation:
+        """UpdateNodePool(upgrade_settings): the pool's surge settings, for its next upgrade."""
+        self._tick()
+        c = self._cluster(project, location, cluster)
+        p = self._project(project)
+        self._pool(project, location, cluster, pool)
+        self._busy(p, location, cluster)
+        if c.status != Status.RUNNING:
+            raise FailedPrecondition(f"Cluster {cluster} is not running (status {c.status.name}).")
+        if settings.max_surge < 0 or settings.max_unavailable < 0 or settings.max_surge + settings.max_unavailable < 1:
+            raise InvalidArgument("upgrade_settings: max_surge and max_unavailable must be >= 0 and not both 0")
+        op = self._start_cluster_op(p, location, cluster, OpType.UPDATE_CLUSTER, f"/nodePools/{pool}")
+        self._schedule("upgrade_settings_set", {
+            "project": project, "location": location, "cluster": cluster, "pool": pool, "operation": op.name,
+            "max_surge": int(settings.max_surge), "max_unavailable": int(settings.max_unavailable)},
+            key="gke_set_labels")
+        self._commit()
+        return _copy(op)
+
+    def _on_upgrade_settings_set(self, project: str, location: str, cluster: str, pool: str, operation: str,
+                                 max_surge: int, max_unavailable: int) -> None:
+        self._finish_cluster_op(project, operation)
+        c = self._project(project).clusters.get(f"{location}/{cluster}")
+        np = next((n for n in c.node_pools if n.name == pool), None) if c is not None else None
+        if np is not None:
+            np.upgrade_settings.max_surge = max_surge
+            np.upgrade_settings.max_unavailable = max_unavailable
 
     @staticmethod
     def _resolve_node_version(c: container_v1.Cluster, wanted: str) -> str:
@@ -225,3 +303,12 @@ class GkeNodePoolMixin:
         if c.status == Status.RECONCILING:
             c.status = Status.RUNNING
         self._emit("node_pool_recreated", project, location, cluster, node_pool=pool, version=version)
+
+
+def upgrade_batch(np: container_v1.NodePool) -> int:
+    """How many of a pool's nodes an upgrade takes at once: max_surge + max_unavailable, GKE's
+    default (surge 1, unavailable 0) for a pool that sets neither."""
+    settings = np.upgrade_settings
+    if not container_v1.NodePool.pb(np).HasField("upgrade_settings"):
+        return 1
+    return max(1, int(settings.max_surge) + int(settings.max_unavailable))

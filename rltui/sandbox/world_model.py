@@ -1,5 +1,6 @@
 """The sandbox World's state: the records it keeps per project (VPC networks and their subnets,
-global addresses, Service Networking peerings, firewall rules as dataclasses; GKE clusters and
+global addresses, Service Networking peerings, firewall rules, Cloud Routers with their NATs and
+regional addresses as dataclasses; GKE clusters and
 operations and Lustre instances as their google-cloud protos), the deadlines it schedules, the
 events it emits, and a project's JSON in `world.json` (_project_to_json / _project_from_json;
 files written before later fields existed still load).
@@ -34,6 +35,8 @@ class Subnet:
     region: str
     ip_cidr_range: str
     network: str = ""  # filled in on the copies get_subnet/list_subnets return
+    # compute.v1 Subnetwork.secondaryIpRanges: [{"rangeName": "pods", "ipCidrRange": "10.4.0.0/14"}]
+    secondary_ranges: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -60,10 +63,55 @@ class Address:
     prefix_length: int
     address: str
     status: str = "RESERVED"  # RESERVING while address_create runs
+    labels: dict[str, str] = field(default_factory=dict)
+    description: str = ""
 
     @property
     def path(self) -> str:
         return f"projects/{self.project}/global/addresses/{self.name}"
+
+
+@dataclass
+class RegionalAddress:
+    """A regional static address (compute.v1 Address in regions/{region}/addresses): the sandbox
+    makes EXTERNAL ones only (Cluster Toolkit's NAT IPs). status RESERVED, or IN_USE while a
+    Cloud NAT uses it, with `users` the router's self path (compute.v1 Address.status
+    RESERVING|RESERVED|IN_USE, Address.users "The URLs of the resources that are using this address")."""
+
+    project: str
+    region: str
+    name: str
+    address: str
+    address_type: str = "EXTERNAL"
+    status: str = "RESERVED"
+    labels: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    users: list[str] = field(default_factory=list)  # self paths, projects/P/regions/R/routers/N
+    creation_timestamp: str = ""
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/regions/{self.region}/addresses/{self.name}"
+
+
+@dataclass
+class Router:
+    """A Cloud Router (compute.v1 Router) with its Cloud NATs. Each NAT: {"name", "natIps":
+    [regional address NAMES], "natIpAllocateOption": "MANUAL_ONLY" | "AUTO_ONLY",
+    "sourceSubnetworkIpRangesToNat": "ALL_SUBNETWORKS_ALL_IP_RANGES" | ...} plus any other
+    RouterNat field the caller sent, kept as given."""
+
+    project: str
+    region: str
+    name: str
+    network: str  # the network's name
+    nats: list[dict[str, Any]] = field(default_factory=list)
+    description: str = ""
+    creation_timestamp: str = ""
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/regions/{self.region}/routers/{self.name}"
 
 
 @dataclass
@@ -122,6 +170,8 @@ class _Project:
     id: str
     networks: dict[str, Network] = field(default_factory=dict)
     addresses: dict[str, Address] = field(default_factory=dict)
+    regional_addresses: dict[str, RegionalAddress] = field(default_factory=dict)  # key "region/name"
+    routers: dict[str, Router] = field(default_factory=dict)  # key "region/name"
     firewalls: dict[str, Firewall] = field(default_factory=dict)
     peerings: dict[str, Peering] = field(default_factory=dict)  # key "network|service"
     services: set[str] = field(default_factory=set)
@@ -173,6 +223,8 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
         "networks": [dataclasses.asdict(n) for n in p.networks.values()],
         "addresses": [dataclasses.asdict(a) for a in p.addresses.values()],
         "firewalls": [dataclasses.asdict(f) for f in p.firewalls.values()],
+        "regional_addresses": [dataclasses.asdict(a) for a in p.regional_addresses.values()],
+        "routers": [dataclasses.asdict(r) for r in p.routers.values()],
         "peerings": [dataclasses.asdict(x) for x in p.peerings.values()],
         "services": sorted(p.services),
         "clusters": [json.loads(container_v1.Cluster.to_json(c)) for c in p.clusters.values()],
@@ -211,4 +263,7 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
     p.compute_ops = {o["name"]: dict(o) for o in d.get("compute_ops", [])}
     p.default_network_made = bool(d.get("default_network_made", "default" in p.networks))
     p.producer_released = {k: float(v) for k, v in d.get("producer_released", {}).items()}
+    # Written since Cluster Toolkit's routers and NAT IPs (older files have none).
+    p.regional_addresses = {f"{a['region']}/{a['name']}": RegionalAddress(**a) for a in d.get("regional_addresses", [])}
+    p.routers = {f"{r['region']}/{r['name']}": Router(**r) for r in d.get("routers", [])}
     return p

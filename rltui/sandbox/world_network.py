@@ -79,7 +79,7 @@ class NetworkMixin:
         return [copy.deepcopy(n) for _, n in sorted(self._project(project).networks.items())]
 
     def delete_network(self, project: str, name: str, *, cascade_subnets: bool = True) -> None:
-        """Refused while an address, peering, firewall rule, cluster or Lustre instance uses it, as
+        """Refused while an address, peering, firewall rule, Cloud Router, cluster or Lustre instance uses it, as
         GCE does ("Error 400: The network resource '...' is already being used by '...',
         resourceInUseByAnotherResource"). cascade_subnets=False (the Compute REST path) also
         refuses a custom-mode network that still has subnets; xpk's teardown takes them along."""
@@ -88,6 +88,7 @@ class NetworkMixin:
         p = self._project(project)
         users = [a.path for a in p.addresses.values() if a.network == name]
         users += [f.path for f in p.firewalls.values() if f.network == name]
+        users += [r.path for _, r in sorted(p.routers.items()) if r.network == name]
         users += [f"{net.path}/peerings/{x.name}" for x in p.peerings.values() if x.network == name]
         users += [c.self_link for c in p.clusters.values() if c.network == name]
         users += [i.name for q in self._projects.values() for i in q.instances.values() if i.network == net.path]
@@ -117,8 +118,11 @@ class NetworkMixin:
 
     # ---- subnetworks ------------------------------------------------------------------------------
 
-    def create_subnet(self, project: str, region: str, name: str, *, network: str, ip_cidr_range: str) -> Subnet:
-        """compute subnetworks.insert into a custom-mode network (names are unique per region)."""
+    def create_subnet(self, project: str, region: str, name: str, *, network: str, ip_cidr_range: str,
+                      secondary_ranges: Sequence[dict[str, str]] = ()) -> Subnet:
+        """compute subnetworks.insert into a custom-mode network (names are unique per region).
+        secondary_ranges: compute.v1 SubnetworkSecondaryRange {rangeName, ipCidrRange} ("The name
+        must be ... unique within the subnetwork"), e.g. GKE's pods and services ranges."""
         self._tick()
         _check_gce_name("subnetwork", name)
         net = self._network(project, network)
@@ -130,7 +134,7 @@ class NetworkMixin:
         except ValueError:
             raise InvalidArgument(f"Invalid value for field 'resource.ipCidrRange': '{ip_cidr_range}'. "
                                   "Invalid IPCidrRange.") from None
-        net.subnets.append(Subnet(name, region, ip_cidr_range))
+        net.subnets.append(Subnet(name, region, ip_cidr_range, secondary_ranges=_secondary(secondary_ranges)))
         self._commit()
         return self.get_subnet(project, region, name)
 
@@ -144,12 +148,12 @@ class NetworkMixin:
     def get_subnet(self, project: str, region: str, name: str) -> Subnet:
         self._tick()
         net, sub = self._subnet(project, region, name)
-        return dataclasses.replace(sub, network=net.name)
+        return dataclasses.replace(copy.deepcopy(sub), network=net.name)
 
     def list_subnets(self, project: str, region: str | None = None) -> list[Subnet]:
         """Every subnet of the project (sorted by region, name), or one region's."""
         self._tick()
-        subs = [dataclasses.replace(s, network=n.name) for n in self._project(project).networks.values()
+        subs = [dataclasses.replace(copy.deepcopy(s), network=n.name) for n in self._project(project).networks.values()
                 for s in n.subnets if region is None or s.region == region]
         return sorted(subs, key=lambda s: (s.region, s.name))
 
@@ -258,12 +262,13 @@ class NetworkMixin:
         return self.get_compute_op(project, name, region)
 
     def insert_address(self, project: str, name: str, *, network: str, purpose: str = "VPC_PEERING",
-                       prefix_length: int = 16, address: str | None = None) -> dict[str, Any]:
+                       prefix_length: int = 16, address: str | None = None, labels: dict[str, str] | None = None,
+                       description: str = "") -> dict[str, Any]:
         """globalAddresses.insert: RESERVING now, RESERVED and the operation DONE after address_create."""
         self._tick()
         op_name = self.new_compute_op_name()
-        self._begin_create_address(project, name, network=network, purpose=purpose,
-                                         prefix_length=prefix_length, address=address, compute_op=op_name)
+        self._begin_create_address(project, name, network=network, purpose=purpose, prefix_length=prefix_length,
+                                   address=address, compute_op=op_name, labels=labels, description=description)
         return self.start_compute_op(project, "insert", f"projects/{project}/global/addresses/{name}", name=op_name)
 
     def remove_address(self, project: str, name: str) -> dict[str, Any]:
@@ -276,16 +281,18 @@ class NetworkMixin:
     # ---- global addresses (allocated ranges for private services access) ------------------------
 
     async def create_address(self, project: str, name: str, *, network: str, purpose: str = "VPC_PEERING",
-                             prefix_length: int = 16, address: str | None = None) -> Address:
+                             prefix_length: int = 16, address: str | None = None,
+                             labels: dict[str, str] | None = None, description: str = "") -> Address:
         """Reserve a global range (takes address_create); the address is 10.x.0.0 unless given."""
         self._tick()
-        seq = self._begin_create_address(project, name, network=network, purpose=purpose,
-                                         prefix_length=prefix_length, address=address)
+        seq = self._begin_create_address(project, name, network=network, purpose=purpose, prefix_length=prefix_length,
+                                         address=address, labels=labels, description=description)
         await self._wait_due(seq)
         return self.get_address(project, name)
 
     def _begin_create_address(self, project: str, name: str, *, network: str, purpose: str, prefix_length: int,
-                              address: str | None, compute_op: str | None = None) -> int:
+                              address: str | None, compute_op: str | None = None,
+                              labels: dict[str, str] | None = None, description: str = "") -> int:
         _check_gce_name("address", name)
         p = self._project(project)
         if name in p.addresses:
@@ -303,7 +310,8 @@ class NetworkMixin:
                 ipaddress.IPv4Address(address)
             except ValueError:
                 raise InvalidArgument(f"address {address!r} is not an IPv4 address") from None
-        p.addresses[name] = Address(project, name, network, purpose, prefix_length, address, "RESERVING")
+        p.addresses[name] = Address(project, name, network, purpose, prefix_length, address, "RESERVING",
+                                    dict(labels or {}), description)
         args: dict[str, Any] = {"project": project, "name": name}
         if compute_op:
             args["compute_op"] = compute_op
@@ -468,6 +476,25 @@ class NetworkMixin:
 
 # An auto-mode network's subnets: the sandbox makes two of the per-region ones (10.128.0.0/9 ranges).
 AUTO_SUBNETS = (("us-east1", "10.142.0.0/20"), ("us-central1", "10.128.0.0/20"))
+
+
+def _secondary(ranges: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """Secondary ranges as stored ({rangeName, ipCidrRange}); a bad name or CIDR, or a name
+    twice, is refused (wording not verified)."""
+    out: list[dict[str, str]] = []
+    for item in ranges:
+        name, cidr = str(item.get("rangeName") or ""), str(item.get("ipCidrRange") or "")
+        _check_gce_name("secondaryIpRanges", name)
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise InvalidArgument(f"Invalid value for field 'resource.secondaryIpRanges.ipCidrRange': '{cidr}'. "
+                                  "Invalid IPCidrRange.") from None
+        if any(r["rangeName"] == name for r in out):
+            raise InvalidArgument(f"Invalid value for field 'resource.secondaryIpRanges': the name '{name}' is "
+                                  "used twice.")
+        out.append({"rangeName": name, "ipCidrRange": cidr})
+    return out
 
 
 def _gce_now() -> str:

@@ -11,7 +11,8 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 P = "regions-test-project"
-GPUS = "PREEMPTIBLE_NVIDIA_B200_GPUS"
+GPUS = "PREEMPTIBLE_NVIDIA_H100_GPUS"   # in compute_v1 Quota.Metric
+B200 = "PREEMPTIBLE_NVIDIA_B200_GPUS"  # not: Google publishes it through Cloud Quotas only
 
 
 def client(cloud, cls):
@@ -26,6 +27,10 @@ def test_a_regions_quotas_carry_the_limit_set_and_the_usage(cloud) -> None:
     assert any(z.endswith("/zones/us-east1-b") for z in region.zones)
     quotas = {q.metric: q for q in region.quotas}
     assert quotas[GPUS].limit == 16.0 and quotas[GPUS].usage == 0.0
+    cloud.world.quotas[B200] = 16.0
+    region = client(cloud, compute_v1.RegionsClient).get(project=P, region="us-east1")
+    assert B200 not in {q.metric for q in region.quotas}    # the enum has no B200 metric
+    assert {q.metric for q in region.quotas} <= set(compute_v1.Quota.Metric.__members__)
     assert quotas["CPUS"].limit > 0
     with pytest.raises(exceptions.NotFound):
         client(cloud, compute_v1.RegionsClient).get(project=P, region="nowhere")

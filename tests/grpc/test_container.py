@@ -154,7 +154,7 @@ def test_xpk_create_then_delete_in_phases(grpc_box, clients) -> None:
     pool = f"a4-highgpu-8g-{CLUSTER}-a4-pool"  # Cluster Toolkit gke-node-pool's default name
 
     assert 0.2 <= took < 3  # 25 profile minutes at speed 6000
-    assert lines[-1] == "Apply complete!"  # gcluster deploy's Terraform output; xpk prints its own exit line
+    assert lines[-1].startswith("Apply complete! Resources: ")  # gcluster deploy's Terraform output
     nets = {n.name: n for n in grpc_box.call(world.list_networks, PROJECT)}
     assert {k: n.created_by for k, n in nets.items()} == {
         "default": "", f"{CLUSTER}-net-0": "xpk", f"{CLUSTER}-net-1": "xpk", f"{CLUSTER}-rdma-net": "xpk"}
@@ -163,13 +163,14 @@ def test_xpk_create_then_delete_in_phases(grpc_box, clients) -> None:
         (f"{CLUSTER}-rdma-sub-0", "192.168.128.0/21"), (f"{CLUSTER}-rdma-sub-1", "192.168.136.0/21")]
     assert len(rdma) == 8 and rdma[-1].ip_cidr_range == "192.168.184.0/21"
     rules = {f.name: (f.network, f.source_ranges) for f in grpc_box.call(world.list_firewalls, PROJECT)
-             if f.created_by == "xpk"}
+             if f.created_by == "xpk" and f.name.endswith(("-internal-0", "-internal-1"))}
     assert rules == {f"{CLUSTER}-internal-0": (f"{CLUSTER}-net-0", ["192.168.0.0/16"]),
                      f"{CLUSTER}-internal-1": (f"{CLUSTER}-net-1", ["192.168.0.0/16"])}
-    kinds = [(e.kind, e.data.get("node_pool")) for e in events]
-    assert kinds == [("cluster_running", None), ("node_pool_ready", "system"),
+    kinds = [(e.kind, e.data.get("node_pool")) for e in events if e.kind != "addons_changed"]
+    assert kinds == [("cluster_running", None), ("node_pool_ready", "default-pool"),
+                     ("node_pool_deleted", "default-pool"), ("node_pool_ready", "system"),
                      ("node_pool_ready", pool), ("xpk_cluster_ready", pool)]
-    gpu = events[2].data
+    gpu = next(e.data for e in events if e.data.get("node_pool") == pool)
     assert (gpu["node_count"], gpu["machine_type"], gpu["spot"], gpu["accelerator_type"], gpu["accelerator_count"]) \
         == (8, "a4-highgpu-8g", True, "nvidia-b200", 8)
     assert gpu["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-b200"
@@ -196,42 +197,6 @@ def test_xpk_create_then_delete_in_phases(grpc_box, clients) -> None:
     assert [n.name for n in grpc_box.call(world.list_networks, PROJECT)] == ["default", net0]
     assert [f for f in grpc_box.call(world.list_firewalls, PROJECT) if f.created_by == "xpk"] == []
     assert [e.kind for e in events[-3:]] == ["node_pool_deleted", "node_pool_deleted", "cluster_deleted"]
-
-
-def test_an_addon_update_before_terraforms_next_poll_comes_before_the_gpu_pool(grpc_box, clients) -> None:
-    """gcluster's Terraform sees the create DONE on its next 10 s poll: an UpdateCluster sent
-    the moment the cluster is RUNNING gets in first, the GPU pool waits for it (Terraform
-    retries a busy cluster) and then takes its whole time; the GPU pool is made with the
-    addons on, so nothing needs recreating."""
-    world = grpc_box.world
-    world.gke_auto_upgrade = False
-    world.terraform_poll_ref_s = 6000.0   # 1 s at speed 6000: the update surely gets in first
-
-    async def update_when_running() -> None:
-        clusters = world._project(PROJECT).clusters
-        await world._wait(lambda: f"{REGION}/{CLUSTER}" in clusters and clusters[
-            f"{REGION}/{CLUSTER}"].status == container_v1.Cluster.Status.RUNNING)
-        world.update_addons(PROJECT, REGION, CLUSTER, container_v1.AddonsConfig(
-            ray_operator_config=container_v1.RayOperatorConfig(enabled=True),
-            lustre_csi_driver_config=container_v1.LustreCsiDriverConfig(enabled=True)))
-
-    async def both() -> None:
-        import asyncio
-        racer = asyncio.ensure_future(update_when_running())
-        await world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2)
-        await racer
-
-    grpc_box.run(both())
-    ops = {o["kind"]: o for o in grpc_box.call(world.record.snapshot)["operations"]}
-    update, pool = ops["gke.update_cluster"], ops["gke.create_node_pool"]
-    assert pool["start_ref_s"] >= update["end_ref_s"]          # the pool waited for the update
-    prof = world.clock.profile
-    own = (prof.minutes("xpk_node_pool") - prof.minutes("xpk_control_plane")) * 60
-    assert pool["end_ref_s"] - pool["start_ref_s"] >= 0.85 * own  # and took its own time (jitter 10%)
-    got = clients.gke(grpc_box).get_cluster(name=NAME)
-    assert got.addons_config.lustre_csi_driver_config.enabled
-    assert {p.name: p.status for p in got.node_pools}[f"a4-highgpu-8g-{CLUSTER}-a4-pool"] \
-        == container_v1.NodePool.Status.RUNNING
 
 
 def test_gke_upgrades_the_master_right_after_xpk_create(grpc_box, clients) -> None:
@@ -319,10 +284,10 @@ def test_node_pool_over_gpu_quota_leaves_the_error_in_its_operation(grpc_box, cl
     world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 32.0  # 8 Spot nodes x 8 GPUs = 64
     with pytest.raises(Exception) as err:
         grpc_box.run(world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=8))
-    assert "Quota 'PREEMPTIBLE_NVIDIA_B200_GPUS' exceeded.  Limit: 32.0 in region us-east1." in str(err.value)
+    assert f'NodePool a4-highgpu-8g-{CLUSTER}-a4-pool was created in the error state "ERROR"' in str(err.value)
     client = clients.gke(grpc_box)
     ops = client.list_operations(parent=f"projects/{PROJECT}/locations/{REGION}").operations
-    failed = [o for o in ops if o.operation_type == Op.Type.CREATE_NODE_POOL]
+    failed = [o for o in ops if o.operation_type == Op.Type.CREATE_NODE_POOL and o.error.code]
     assert len(failed) == 1 and failed[0].status == Op.Status.DONE
     assert failed[0].error.code == 8  # google.rpc.Code.RESOURCE_EXHAUSTED
     assert failed[0].error.message.endswith("creation failed: Quota 'PREEMPTIBLE_NVIDIA_B200_GPUS' exceeded.  "
@@ -330,3 +295,32 @@ def test_node_pool_over_gpu_quota_leaves_the_error_in_its_operation(grpc_box, cl
     assert failed[0].nodepool_conditions[0].code == container_v1.StatusCondition.Code.GCE_QUOTA_EXCEEDED
     pool = client.get_node_pool(name=f"{NAME}/nodePools/a4-highgpu-8g-{CLUSTER}-a4-pool")
     assert pool.status == container_v1.NodePool.Status.ERROR
+
+
+def test_an_upgrade_takes_max_surge_plus_max_unavailable_nodes_at_a_time(make_grpc_box, clients) -> None:
+    """UpgradeSettings: "(maxUnavailable + maxSurge) determines the level of parallelism": four
+    nodes with max_unavailable 4 are recreated in one node's time, not four."""
+    box = make_grpc_box(speed=6000.0)
+    cluster = container_v1.Cluster(name=CLUSTER, node_pools=[container_v1.NodePool(
+        name="gpu", initial_node_count=4, upgrade_settings=container_v1.NodePool.UpgradeSettings(
+            max_surge=0, max_unavailable=1))])
+    op = box.call(box.world.create_cluster, PROJECT, REGION, cluster, seconds=0.0)
+    box.run(box.world.wait_cluster_operation(PROJECT, REGION, op.name))
+    client, pool = clients.gke(box), f"{NAME}/nodePools/gpu"
+
+    def recreate() -> float:
+        op = client.update_node_pool(request={"name": pool, "node_version": "-", "image_type": "COS_CONTAINERD"})
+        wait_done(client, op)
+        rec = next(o for o in reversed(box.call(box.world.record.snapshot)["operations"])
+                   if o.get("operation") == op.name)
+        return (rec["end_ref_s"] - rec["start_ref_s"]) / 60.0
+
+    assert 4 * 3.6 <= recreate() <= 4 * 4.4 + 0.5         # one at a time, 4 min each (jitter 10%)
+    settings = container_v1.NodePool.UpgradeSettings(max_surge=0, max_unavailable=4)
+    op = client.update_node_pool(request={"name": pool, "upgrade_settings": settings})
+    assert op.operation_type == Op.Type.UPDATE_CLUSTER
+    wait_done(client, op)
+    assert client.get_node_pool(name=pool).upgrade_settings.max_unavailable == 4
+    assert 3.6 <= recreate() <= 4.4 + 0.5                   # all four at once
+    with pytest.raises(exceptions.MethodNotImplemented):
+        client.update_node_pool(request={"name": pool, "upgrade_settings": settings, "node_version": "-"})

@@ -28,14 +28,15 @@ async def test_xpk_create_records_its_networks_poll_lag_and_workloads_with_profi
     await world.xpk_cluster_create(PROJECT, ZONE, CLUSTER, num_nodes=2)
     [nets] = ops_of(world, "xpk.networks")
     [create] = ops_of(world, "gke.create_cluster")
-    [pool] = ops_of(world, "gke.create_node_pool")
+    [delete_default, *_] = ops_of(world, "gke.delete_node_pool")
+    *_, pool = ops_of(world, "gke.create_node_pool")
     [work] = ops_of(world, "xpk.workloads")
     polls = ops_of(world, "xpk.terraform_poll")
     assert (nets["key"], work["key"]) == ("xpk_networks", "xpk_done")
     assert nets["error"] is None and nets["end_ref_s"] <= create["start_ref_s"]
-    # Terraform's poll that saw the create DONE: from that DONE, exactly, to the pool's start.
+    # Terraform's poll that saw the create DONE: from that DONE, exactly, to its next call.
     assert polls and polls[0]["key"] == "terraform_poll"
-    assert polls[0]["start_ref_s"] == create["end_ref_s"] <= polls[0]["end_ref_s"] <= pool["start_ref_s"]
+    assert polls[0]["start_ref_s"] == create["end_ref_s"] <= polls[0]["end_ref_s"] <= delete_default["start_ref_s"]
     assert pool["end_ref_s"] <= work["start_ref_s"] and work["end_ref_s"] is not None
     world.close()
 

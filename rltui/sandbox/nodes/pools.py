@@ -7,7 +7,8 @@ cluster's add-on is enabled: enabling the add-on on a running cluster does not r
 nodes until they are recreated (xpk src/xpk/core/cluster.py
 update_gke_cluster_with_lustre_driver_enabled then core/nodepool.py
 recreate_nodes_in_existing_node_pools); a Spot replacement made after enablement has it.
-An UPGRADE_NODES operation (World.update_node_pool) recreates its pool's nodes one at a time.
+An UPGRADE_NODES operation (World.update_node_pool) recreates its pool's nodes, max_surge +
+max_unavailable at a time.
 """
 
 from __future__ import annotations
@@ -222,45 +223,53 @@ class GkeNodes:
                 await self.store.patch("nodes", meta["name"], {"metadata": {"annotations": patch}})
 
     async def _recreate_pool(self, project: str, location: str, cluster: str, pool: dict[str, Any]) -> None:
-        """An UPGRADE_NODES operation: each node goes NotReady and away (its pods are killed, as the
-        pool's drain and VM recreation do) and registers again per_node_s later, one at a time."""
+        """An UPGRADE_NODES operation: `batch` nodes at a time (the pool's max_surge +
+        max_unavailable) go NotReady and away (their pods are killed, as the pool's drain and VM
+        recreation do) and register again per_node_s later."""
         key = cluster_key(project, location, cluster)
         per_node = float(pool.get("per_node_s") or 0.0)
+        batch = max(1, int(pool.get("batch") or 1))
         version = str(pool.get("version") or GKE_VERSION)
         names = sorted(n["metadata"]["name"] for n in self.store.list_sync("nodes")
                        if (n["metadata"].get("annotations") or {}).get(CLUSTER_NOTE) == key
                        and (n["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) == pool["node_pool"])
         loop = asyncio.get_running_loop()
         began = loop.time()
-        for i, name in enumerate(names):
-            old = self.node(name)
-            if old is None:
-                continue
-            old = copy.deepcopy(old)
-            self._returning.add(name)
-            try:
-                await self._record(old, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
-                                   "node-controller")
-                await self._record(old, "Normal", "UpgradeNodes",
-                                   f"Recreating node {name} for node pool {pool['node_pool']} upgrade to {version} "
-                                   f"(operation {pool.get('operation', '')})", "gke-upgrade")
-                await self.drop_node(name)
-                # Back on a fixed schedule a little ahead of the World's end of the operation
-                # (per_node x nodes), whatever the work above cost.
-                await asyncio.sleep(max(0.0, began + (i + 1) * per_node * 0.9 - loop.time()))
-            finally:
-                self._returning.discard(name)
-            meta = old["metadata"]
-            if (meta.get("annotations") or {}).get(CLUSTER_NOTE) is None or \
-                    (key, pool["node_pool"]) not in self.running_pools():
-                return  # the pool or its cluster went away meanwhile
-            manifest = {"apiVersion": "v1", "kind": "Node",
-                        "metadata": {k: copy.deepcopy(meta[k]) for k in ("name", "labels", "annotations") if k in meta},
-                        "spec": copy.deepcopy(old.get("spec") or {})}
-            status = node_status(manifest, (meta.get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
-                                 gpu_count(old), version)
-            await self._register(manifest, status)
-            await self.sync_daemonset()  # its counts follow the nodes
+        for start in range(0, len(names), batch):
+            await asyncio.gather(*(self._recreate_node(key, pool, name, version,
+                                                       began + (start // batch + 1) * per_node * 0.9)
+                                   for name in names[start:start + batch]))
+
+    async def _recreate_node(self, key: str, pool: dict[str, Any], name: str, version: str, back_at: float) -> None:
+        """One node of an upgrade: away now, registered again at `back_at` (loop time: a fixed
+        schedule a little ahead of the World's end of the operation, whatever the work costs)."""
+        loop = asyncio.get_running_loop()
+        old = self.node(name)
+        if old is None:
+            return
+        old = copy.deepcopy(old)
+        self._returning.add(name)
+        try:
+            await self._record(old, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
+                               "node-controller")
+            await self._record(old, "Normal", "UpgradeNodes",
+                               f"Recreating node {name} for node pool {pool['node_pool']} upgrade to {version} "
+                               f"(operation {pool.get('operation', '')})", "gke-upgrade")
+            await self.drop_node(name)
+            await asyncio.sleep(max(0.0, back_at - loop.time()))
+        finally:
+            self._returning.discard(name)
+        meta = old["metadata"]
+        if (meta.get("annotations") or {}).get(CLUSTER_NOTE) is None or \
+                (key, pool["node_pool"]) not in self.running_pools():
+            return  # the pool or its cluster went away meanwhile
+        manifest = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {k: copy.deepcopy(meta[k]) for k in ("name", "labels", "annotations") if k in meta},
+                    "spec": copy.deepcopy(old.get("spec") or {})}
+        status = node_status(manifest, (meta.get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
+                             gpu_count(old), version)
+        await self._register(manifest, status)
+        await self.sync_daemonset()  # its counts follow the nodes
 
     async def remove_nodes(self, key: str, pool: str | None) -> None:
         for node in list(self.store.list_sync("nodes")):

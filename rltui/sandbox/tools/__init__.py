@@ -32,6 +32,10 @@ def control_url(explicit: str | None) -> str:
     return url
 
 
+# Who the sandbox's tools are, in the record's `agent` (xpk 1.16.0 drives gcluster v1.94.0).
+AGENT = "xpk/1.16.0 gcluster/v1.94.0 (rltui sandbox)"
+
+
 def call(url: str, op: str, args: dict[str, Any],
          on_say: Callable[[str, str], None] | None = None) -> Any:
     """Run control operation `op`; progress lines go to on_say(text, end) as they arrive."""
@@ -39,7 +43,7 @@ def call(url: str, op: str, args: dict[str, Any],
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80)
     try:
         conn.request("POST", f"{parts.path.rstrip('/')}/_sandbox/op/{op}", json.dumps(args).encode(),
-                     {"Content-Type": "application/json"})
+                     {"Content-Type": "application/json", "User-Agent": AGENT})
         resp = conn.getresponse()
         while True:
             raw = resp.readline()

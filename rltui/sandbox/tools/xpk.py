@@ -289,14 +289,13 @@ def _deploy(args: argparse.Namespace, url: str, project: str, zone: str, version
             "device_type": args.device_type, "spot": args.spot, "deployment": deployment, "gke_version": version,
             "default_pool_cpu_machine_type": args.default_pool_cpu_machine_type,
             "default_pool_cpu_num_nodes": args.default_pool_cpu_num_nodes,
+            "deployment_dir": str(folder),
         }, relay)
     except ControlError as exc:
         relay(exc.message if exc.message.startswith("Error") else f"Error: {exc.code}: {exc.message}")
         say("Task: `gcluster execution` terminated with code `1`")
         say(f"Running gcluster command: {deploy_cmd} failed with code 1.")
         xpk_exit(1)
-    (folder / "primary" / "terraform.tfstate").write_text(json.dumps({"version": 4, "sandbox": True}) + "\n",
-                                                           encoding="utf-8")
     say("Task: `gcluster execution` terminated with code `0`")
     say("Deployment completed.")
     say("Deploying blueprint completed!")
@@ -321,7 +320,9 @@ def cluster_delete(args: argparse.Namespace, url: str) -> None:
         else:
             _gcluster_task(destroy)
             try:
-                call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster}, relay)
+                folder = gcluster_working_dir() / prefix_path(project, region) / deployment
+                call(url, "xpk.delete", {"project": project, "zone": zone, "cluster": args.cluster,
+                                         "deployment_dir": str(folder)}, relay)
             except ControlError as exc:
                 relay(exc.message)
                 say("Task: `gcluster execution` terminated with code `1`")
