@@ -182,6 +182,16 @@ class RLConfig(BaseModel):
             raise ValueError(
                 f"{v!r} is not a project ID: 6-30 lowercase letters, digits or hyphens,"
                 " starting with a letter and not ending with a hyphen")
+        if ":" in v:
+            # A domain-scoped ID ("example.com:proj") is a real project ID, which gcloud and
+            # Terraform accept (terraform-provider-google's ProjectRegex allows "domain:"), but
+            # rltui names its state folders after PROJECT_ID (plan/folders.py), xpk names its
+            # blueprint folder "<project>-<region>" and hashes the project into the deployment
+            # name, and no part of that was tried with a ':' in it: refused, not half supported.
+            raise ValueError(
+                f"{v!r} is a domain-scoped project ID, which rltui does not support: its state"
+                " folders and xpk's blueprint names are made from PROJECT_ID and were never tried"
+                " with a ':'; use a project whose ID has no domain")
         return v
 
     @field_validator("zone")
@@ -398,7 +408,23 @@ def _cross_checks(cfg: RLConfig, broken: frozenset[str] = frozenset()) -> list[P
                 f" ({cfg.world_size} GPUs / TP 4 x PP 4)"))
     if ok("WANDB_ENABLED", "WANDB_API_KEY") and cfg.wandb_enabled and cfg.wandb_api_key is None:
         problems.append(Problem("WANDB_API_KEY", "needed when WANDB_ENABLED is True"))
+    if ok("CLUSTER_NAME", "NETWORK_NAME", "DEVICE_TYPE"):
+        problems += _name_problems(cfg, with_region=ok("ZONE"))
     return problems
+
+
+def _name_problems(cfg: RLConfig, with_region: bool) -> list[Problem]:
+    """Every name xpk's blueprint and rltui derive that would break a Google limit (rltui/names.py),
+    one line each on the variable it grows from, quoting the name and the limit. The NAT IPs are
+    named after the region xpk derives from ZONE (xpk gcloud_context.py zone_to_region); with a
+    broken ZONE they are not checked."""
+    from .names import message, too_long
+
+    values = {"CLUSTER_NAME": cfg.cluster_name, "NETWORK_NAME": cfg.network}
+    region = region_of(cfg.zone) or cfg.region
+    return [Problem(d.base, message(d, values[d.base]))
+            for d in too_long(cfg.project_id, region, cfg.cluster_name, cfg.network, cfg.device_type)
+            if with_region or "NAT IP" not in d.what]
 
 
 def _message(err: Mapping[str, Any]) -> str:
@@ -503,7 +529,7 @@ def check_field(name: str, value: str, others: Mapping[str, str] | None = None) 
         parse_config(values)
     except ConfigError as exc:
         mine = [p.message for p in exc.problems if p.field == name]
-        return mine[0] if mine else None
+        return "; ".join(mine) if mine else None   # every problem of the field, at once
     return None
 
 

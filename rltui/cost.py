@@ -31,10 +31,40 @@ its description without the " running in <geography>" tail, and the plan's regio
 - Managed Lustre per GiB-hour at the plan's throughput tier: NOT VERIFIED. No public catalog
   response for Managed Lustre was found; the service name and descriptions in `LUSTRE_SKU` are
   this project's guess and the sandbox's prices for them are invented.
+- Cloud NAT and its addresses: Cluster Toolkit's vpc module (v1.94.0 modules/network/vpc, used
+  for net-0 and net-1 by xpk's a4 blueprint) makes one Cloud Router per network and region with
+  one NAT `cloud-nat-<region>` and `ips_per_nat` (default 2) static EXTERNAL regional addresses:
+  2 NATs and 4 NAT IPs. Cloud NAT pricing (cloud.google.com/nat/pricing, Public NAT): the gateway
+  is "$0.0014 * the number of VM instances that are using the gateway", capped at 32 VMs
+  ($0.044/h), plus "$0.005" per hour for each external IP address used by a NAT gateway (data
+  processed, $0.045/GiB, is left out with the rest of the traffic). In the catalog these are
+  "Networking Cloud Nat Gateway Uptime" (SKU 32E2-4EFC-EF9F, per VM-hour) and "Networking Cloud
+  NAT IP Usage" (8515-9425-D2CE, per IP-hour), both global, of the service "Networking"
+  (services/E505-1604-58F8): the descriptions and ids as public catalog listings quote them from
+  cloud.google.com/skus/sku-groups/nat-gateway; not read from a catalog response here. Which VMs
+  get a NAT assignment: xpk 1.16.0 creates the cluster with private nodes off
+  (`enable_private_nodes=bool(args.private)`, src/xpk/commands/cluster_gcluster.py; rltui passes
+  no --private), so its nodes have external IPs and may use no NAT at all; the estimate counts
+  every node that exists as using each NAT (an upper bound: at most 32 x $0.0014 a gateway).
+  A NAT IP left RESERVED once its NAT is gone is billed as an unused static address, another SKU
+  not looked up here: it is priced at the NAT IP rate all the same (not verified).
 
-What it leaves out (say so where it is shown: "estimate"): boot disks, network egress, the IP
-range (free while unused by a VM), Spot price changes within the day the prices are cached, and
-the time a node pool takes to come up (the cluster's lines count from the cluster's creation).
+When GPU lines count: only for GPU nodes that exist, each from its own creation. The "GKE
+cluster" Resource carries them in `gpu_nodes` (plan/inventory.py): one entry per node of the
+plan's machine type, its creation time (RFC 3339) or "" when only GKE's node pool count is known.
+`pool_gpu_nodes` reads that count from the GKE cluster the inventory already has: container.v1
+NodePool has no create time, so a pool's nodes are `initial_node_count` per zone of its
+`locations` (NodePool docs: "the initial node count for the pool"; xpk's A4 pool is a static
+count) while its status is RUNNING, RUNNING_WITH_ERROR, RECONCILING or STOPPING (google-cloud-
+container 2.67 NodePool.Status); PROVISIONING is left out (its VMs are being made: when each
+starts is not known). The Kubernetes Nodes carrying `cloud.google.com/gke-accelerator`, when the
+inventory reads them, give each node's `metadata.creationTimestamp` instead. A node without a time
+is priced per hour and left out of `since_created`, which says so (`Estimate.notes`).
+
+What it leaves out (say so where it is shown: "estimate"): boot disks, network egress and NAT data
+processing, the nodes' own external IPs, the IP range (free while unused by a VM), Spot price
+changes within the day the prices are cached, and the CPU pool's own start (its lines count from
+the cluster's creation).
 """
 
 from __future__ import annotations
@@ -54,11 +84,12 @@ CACHE_TTL = timedelta(days=1)
 COMPUTE = "Compute Engine"
 GKE = "Kubernetes Engine"
 LUSTRE = "Managed Lustre"  # not verified: the catalog's display name for Managed Lustre
+NETWORKING = "Networking"
 GLOBAL = "global"
-# The inventory kinds (plan/inventory.py Resource.kind) that carry a price: the cluster (its fee
-# and both node pools) and the Lustre instance.
-CLUSTER, LUSTRE_INSTANCE = "GKE cluster", "Lustre instance"
-PRICED_KINDS = (CLUSTER, LUSTRE_INSTANCE)
+# The inventory kinds (plan/inventory.py Resource.kind) that carry a price: the cluster (its fee,
+# its GPU nodes and the system pool), the Lustre instance, the blueprint's NATs and NAT IPs.
+CLUSTER, LUSTRE_INSTANCE, NAT, NAT_IP = "GKE cluster", "Lustre instance", "Cloud NAT", "NAT IP"
+PRICED_KINDS = (CLUSTER, LUSTRE_INSTANCE, NAT, NAT_IP)
 
 # xpk 1.16.0's system pool (see the module docstring): its default node count and the codelab's
 # machine type, which rltui passes (plan/steps_cluster.py).
@@ -69,6 +100,13 @@ SYSTEM_POOL_MACHINE = "e2-standard-4"
 CPU_MACHINES = {"e2-standard-4": (4, 16)}
 # GPU machine type -> the prefix of its Spot slice SKU (one per GPU). Only A4 is known.
 SPOT_SLICES = {"a4-highgpu-8g": "Spot Preemptible A4 Nvidia B200 (1 gpu slice)"}
+# The blueprint's Cloud NATs (one per vpc module: net-0, net-1) and its IPs per NAT (the vpc
+# module's ips_per_nat default), and Cloud NAT's per-VM cap (see the module docstring).
+BLUEPRINT_NATS = 2
+NAT_IPS_PER_NAT = 2
+NAT_VM_CAP = 32
+# NodePool.Status names whose nodes exist (see the module docstring).
+POOL_UP = frozenset({"RUNNING", "RUNNING_WITH_ERROR", "RECONCILING", "STOPPING"})
 
 
 def lustre_sku(tier: int) -> str:
@@ -92,7 +130,9 @@ def wanted(cfg: RLConfig) -> list[Want]:
     out = [Want("gke", GKE, "Regional Kubernetes Clusters", GLOBAL),
            Want("cpu-core", COMPUTE, "E2 Instance Core", cfg.region),
            Want("cpu-ram", COMPUTE, "E2 Instance Ram", cfg.region),
-           Want("lustre", LUSTRE, lustre_sku(cfg.lustre_throughput), cfg.region)]
+           Want("lustre", LUSTRE, lustre_sku(cfg.lustre_throughput), cfg.region),
+           Want("nat-gateway", NETWORKING, "Networking Cloud Nat Gateway Uptime", GLOBAL),
+           Want("nat-ip", NETWORKING, "Networking Cloud NAT IP Usage", GLOBAL)]
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     if machine in SPOT_SLICES:
         out.append(Want(slice_key(machine), COMPUTE, SPOT_SLICES[machine], cfg.region))
@@ -147,14 +187,27 @@ class Prices:
                    currency=str(d.get("currency") or "USD"), as_of=str(d.get("as_of") or ""),
                    source=str(d.get("source") or ""), missing=tuple(d.get("missing") or ()))
 
+    def covers(self, wants: Iterable[Want]) -> bool:
+        """Whether every wanted key was asked for: priced, or named missing."""
+        return all(w.key in self.rates or w.key in self.missing for w in wants)
+
+
+# How a line's resources are counted in what exists (see `estimate`).
+PER_RESOURCE = "resource"   # each present resource of the line's kind, from its `created`
+PER_GPU_NODE = "gpu node"   # each entry of the present cluster's `gpu_nodes`, from its own time
+PER_NAT = "nat"             # each present Cloud NAT, per VM that may use it (the nodes that exist)
+
 
 @dataclass(frozen=True)
 class Line:
-    """One priced part of the plan: `kind` is the inventory Resource kind it lives on."""
+    """One priced part of the plan: `kind` is the inventory Resource kind it lives on;
+    `per_hour` is the whole plan's figure, `unit` the price of one of what `meter` counts."""
 
     kind: str
     label: str
     per_hour: float | None  # None: the catalog had no price for it
+    unit: float | None = None
+    meter: str = PER_RESOURCE
 
 
 def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
@@ -163,18 +216,43 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     gpus = cfg.num_nodes * cfg.gpus_per_node
     slice_price = r.get(slice_key(machine))
+    node = None if slice_price is None else cfg.gpus_per_node * slice_price
     cores, gib = CPU_MACHINES[SYSTEM_POOL_MACHINE]
     cpu = (SYSTEM_POOL_NODES * (cores * r["cpu-core"] + gib * r["cpu-ram"])
            if "cpu-core" in r and "cpu-ram" in r else None)
     lustre = r.get("lustre")
+    nat_vm, nat_ip = r.get("nat-gateway"), r.get("nat-ip")
+    vms = min(NAT_VM_CAP, cfg.num_nodes + SYSTEM_POOL_NODES)
+    ips = BLUEPRINT_NATS * NAT_IPS_PER_NAT
+
+    def times(n: float, price: float | None) -> float | None:
+        return None if price is None else n * price
+
     return [
-        Line(CLUSTER, "GKE cluster fee", r.get("gke")),
-        Line(CLUSTER, f"{cfg.num_nodes} x {machine} Spot ({gpus} GPUs)",
-             None if slice_price is None else gpus * slice_price),
-        Line(CLUSTER, f"{SYSTEM_POOL_NODES} x {SYSTEM_POOL_MACHINE} (xpk's system pool)", cpu),
+        Line(CLUSTER, "GKE cluster fee", r.get("gke"), r.get("gke")),
+        Line(CLUSTER, f"{cfg.num_nodes} x {machine} Spot ({gpus} GPUs)", times(cfg.num_nodes, node),
+             node, PER_GPU_NODE),
+        Line(CLUSTER, f"{SYSTEM_POOL_NODES} x {SYSTEM_POOL_MACHINE} (xpk's system pool)", cpu, cpu),
         Line(LUSTRE_INSTANCE, f"Lustre {cfg.lustre_capacity} GiB at {cfg.lustre_throughput} MB/s/TiB",
-             None if lustre is None else cfg.lustre_capacity * lustre),
+             times(cfg.lustre_capacity, lustre), times(cfg.lustre_capacity, lustre)),
+        Line(NAT, f"{BLUEPRINT_NATS} Cloud NAT gateways (at most {vms} VMs each)",
+             times(BLUEPRINT_NATS * vms, nat_vm), nat_vm, PER_NAT),
+        Line(NAT_IP, f"{ips} NAT IPs (static, used by Cloud NAT)", times(ips, nat_ip), nat_ip),
     ]
+
+
+def pool_gpu_nodes(cluster: Any, machine: str) -> tuple[str, ...]:
+    """The GPU nodes a container.v1 Cluster's node pools say exist, one "" (no creation time)
+    each: pools of `machine` whose status is up (see the module docstring). For the inventory's
+    "GKE cluster" Resource (`gpu_nodes`); None: no cluster, no node."""
+    if cluster is None:
+        return ()
+    count = 0
+    for pool in getattr(cluster, "node_pools", None) or ():
+        status = getattr(getattr(pool, "status", None), "name", "")
+        if pool.config.machine_type == machine and status in POOL_UP:
+            count += int(pool.initial_node_count) * max(1, len(pool.locations))
+    return ("",) * count
 
 
 class ResourceLike(Protocol):
@@ -192,6 +270,9 @@ class ResourceLike(Protocol):
     @property
     def leak(self) -> bool: ...
 
+    @property
+    def gpu_nodes(self) -> tuple[str, ...]: ...
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -200,11 +281,14 @@ class Estimate:
     currency: str
     as_of: str                 # when the prices were read
     plan_per_hour: float       # of the whole plan while it runs (before `up`)
-    unpriced: tuple[str, ...] = ()  # labels the catalog had no price for
+    unpriced: tuple[str, ...] = ()       # lines that exist and that the catalog had no price for
+    plan_unpriced: tuple[str, ...] = ()  # the plan's lines without a price (left out of plan_per_hour)
+    notes: tuple[str, ...] = ()          # what since_created leaves out, and why
 
     def as_json(self) -> dict[str, Any]:
         return {"per_hour": round(self.per_hour, 4), "since_created": round(self.since_created, 4),
-                "currency": self.currency, "as_of": self.as_of, "estimate": True}
+                "currency": self.currency, "as_of": self.as_of, "estimate": True,
+                "unpriced": list(self.unpriced), "notes": list(self.notes)}
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -217,26 +301,57 @@ def _parse_time(text: str) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+def _hours(created: str, now: datetime) -> float | None:
+    t = _parse_time(created)
+    return None if t is None else max(0.0, (now - t).total_seconds()) / 3600.0
+
+
 def estimate(cfg: RLConfig, prices: Prices, resources: Iterable[ResourceLike],
              now: datetime | None = None) -> Estimate:
     """The plan's resources that exist (not leaks: the plan's config does not price them),
-    priced by `plan_lines`; since_created from each resource's creation time (none: 0)."""
+    priced by `plan_lines`: each line's `meter` counts them (resources of its kind, the
+    cluster's GPU nodes, or the NATs per node that may use them), each from its own creation
+    time; one without a time adds to per_hour, not to since_created, and is named in `notes`.
+    A line whose resources exist and whose price is missing is named in `unpriced`."""
     now = now or datetime.now(UTC)
     lines = plan_lines(cfg, prices)
-    by_kind = {r.kind: r for r in resources if r.present and not r.leak}
+    present = [r for r in resources if r.present and not r.leak]
+    cluster = next((r for r in present if r.kind == CLUSTER), None)
+    gpu_nodes = tuple(getattr(cluster, "gpu_nodes", ()) or ()) if cluster is not None else ()
+    nodes = len(gpu_nodes) + (SYSTEM_POOL_NODES if cluster is not None else 0)
     per_hour = since = 0.0
+    unpriced: list[str] = []
+    untimed: dict[str, int] = {}
     for line in lines:
-        res = by_kind.get(line.kind)
-        if res is None or line.per_hour is None:
+        # (hourly price, creation time) of each counted thing
+        if line.meter == PER_GPU_NODE:
+            items = [(1.0, t) for t in gpu_nodes]
+        elif line.meter == PER_NAT:
+            items = [(float(min(NAT_VM_CAP, nodes)), r.created) for r in present if r.kind == line.kind]
+        else:
+            items = [(1.0, r.created) for r in present if r.kind == line.kind]
+        if not items:
             continue
-        per_hour += line.per_hour
-        created = _parse_time(res.created)
-        if created is not None:
-            since += line.per_hour * max(0.0, (now - created).total_seconds()) / 3600.0
+        if line.unit is None:
+            unpriced.append(line.label)
+            continue
+        for units, created in items:
+            rate = units * line.unit
+            per_hour += rate
+            hours = _hours(created, now)
+            if hours is None:
+                if rate > 0:
+                    untimed[line.label] = untimed.get(line.label, 0) + 1
+            else:
+                since += rate * hours
+    notes = tuple(f"since created leaves out {n} of {label}: creation time not known"
+                  for label, n in untimed.items())
     return Estimate(per_hour=per_hour, since_created=since, currency=prices.currency,
                     as_of=prices.as_of,
                     plan_per_hour=sum(x.per_hour for x in lines if x.per_hour is not None),
-                    unpriced=tuple(x.label for x in lines if x.per_hour is None))
+                    unpriced=tuple(unpriced),
+                    plan_unpriced=tuple(x.label for x in lines if x.per_hour is None),
+                    notes=notes)
 
 
 def fmt_money(amount: float, currency: str = "USD") -> str:
@@ -249,6 +364,12 @@ def per_hour_text(amount: float, currency: str = "USD") -> str:
     return f"{fmt_money(amount, currency)}/h"
 
 
+def unpriced_text(labels: Iterable[str]) -> str:
+    """"no price for: A; B" (the lines left out of a figure), "" when none is."""
+    names = list(labels)
+    return f"no price for: {'; '.join(names)}" if names else ""
+
+
 # --- the day-long cache (a JSON file: prices are public, no secret in it) -----------------------
 
 def cache_file(cache_dir: Path, cfg: RLConfig, catalog: str) -> Path:
@@ -259,8 +380,11 @@ def cache_file(cache_dir: Path, cfg: RLConfig, catalog: str) -> Path:
 
 
 def load_cached(path: Path, now: datetime | None = None, ttl: timedelta = CACHE_TTL,
-                source: str | None = None) -> Prices | None:
-    """The cached prices when younger than `ttl` (and read from `source`, when given)."""
+                source: str | None = None, wants: Iterable[Want] | None = None) -> Prices | None:
+    """The cached prices when younger than `ttl` (and read from `source`, when given). They
+    hold what the catalog had and which keys it had not (`missing`): a partial answer is kept
+    for the same day, not asked again on every read. With `wants`, a cache that did not ask for
+    one of them (written before that key existed) is not used."""
     try:
         prices = Prices.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
@@ -270,6 +394,8 @@ def load_cached(path: Path, now: datetime | None = None, ttl: timedelta = CACHE_
         return None
     if source is not None and prices.source != source:
         return None
+    if wants is not None and not prices.covers(wants):
+        return None
     return prices
 
 
@@ -278,4 +404,3 @@ def save_cached(path: Path, prices: Prices) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(prices.as_json(), indent=1), encoding="utf-8")
     os.replace(tmp, path)
-

@@ -37,6 +37,7 @@ from aiohttp import web
 from rltui.sandbox.faults import Faults
 from rltui.sandbox.grpc_container import add_container_service
 from rltui.sandbox.grpc_lustre import add_lustre_services
+from rltui.sandbox.grpc_quotas import add_quotas_service
 from rltui.sandbox.grpc_serviceusage import add_service_usage_service
 from rltui.sandbox.grpc_util import guard
 from rltui.sandbox.kube import KubeStore, make_app
@@ -152,6 +153,7 @@ GRPC_SERVICES: dict[str, Callable[[grpc.aio.Server, World], Any]] = {
     "lustre": add_lustre_services,  # google.cloud.lustre.v1.Lustre + google.longrunning.Operations
     "container": add_container_service,
     "serviceusage": add_service_usage_service,
+    "quotas": add_quotas_service,  # google.api.cloudquotas.v1.CloudQuotas (QuotaInfo reads)
 }
 
 

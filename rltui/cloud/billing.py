@@ -12,14 +12,22 @@ usage_unit` (h, GiBy.h, ...). Sources: google-cloud-billing 1.21.0's types
 
 The catalog needs no project and no billing permission: any credentials (or an API key) read
 it. A SKU that is not found is left out of the rates and named in `Prices.missing`.
+
+`cached_prices` keeps the answer a day under the state folder (rltui/cost.py `cache_file`),
+whole or partial: a SKU the catalog lacks today is named missing in the cache too, so a
+`status` a minute later neither pages Compute Engine's SKUs again nor drops the line silently.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from ..cost import Prices, Want, matches, money
+from ..config import RLConfig
+from ..cost import Prices, Want, cache_file, load_cached, matches, money, save_cached, wanted
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import retry
 
@@ -93,3 +101,25 @@ class BillingAdapter:
             if transport is not None:
                 await transport.close()
             self._client = None
+
+
+async def cached_prices(endpoints: Endpoints, cfg: RLConfig, cache_dir: Path) -> Prices:
+    """The plan's unit prices: `cache_dir`'s file when under a day old and asked for every SKU
+    the plan wants, else the Cloud Billing Catalog's, then kept there, missing SKUs and all
+    (named in `Prices.missing`, for the same day). File I/O runs in a thread; a cache that
+    cannot be written is logged, the prices are still good now."""
+    wants = wanted(cfg)
+    path = cache_file(cache_dir, cfg, "sandbox" if endpoints.grpc_target else "google")
+    cached = await asyncio.to_thread(load_cached, path, wants=wants)
+    if cached is not None:
+        return cached
+    adapter = BillingAdapter(endpoints)
+    try:
+        fresh = await adapter.prices(wants)
+    finally:
+        await adapter.close()
+    try:
+        await asyncio.to_thread(save_cached, path, fresh)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("prices not cached in %s: %s", path, exc)
+    return fresh

@@ -5,24 +5,33 @@ A check is passed (ok True), failed (ok False: the cloud says the plan cannot ru
 unknown (ok None: what it needs cannot be read, e.g. its API is off - `--check` never turns one
 on; `up` does, and then knows). Where each answer comes from:
 
-- Quotas: Compute Engine regions.get `quotas[]` (cloud/quotas.py). Spot VMs count against the
-  PREEMPTIBLE_* metrics (world_gke_pools' sources: vanvalenlab/kiosk-console 367 for
-  PREEMPTIBLE_NVIDIA_V100_GPUS); a4-highgpu-8g's is PREEMPTIBLE_NVIDIA_B200_GPUS (public notes that
-  read real regions: OpenAgentsInc/hydralisk, "Spot B200 Quota: PREEMPTIBLE_NVIDIA_B200_GPUS limit
-  64 in asia-southeast1" in another; google-cloud-compute 1.57's Quota.Metric enum predates it, and
-  the field is a string). The GPUs needed are NUM_NODES x GPUS_PER_NODE. CPUs: xpk's
-  default CPU pool, `--default-pool-cpu-num-nodes` (default 6: xpk 1.16.0 parser/cluster.py) x
-  e2-standard-4's 4 vCPUs, against CPUS. Whether an A4 Spot node's 224 vCPUs also count against
-  CPUS or PREEMPTIBLE_CPUS is NOT verified: not counted. Addresses: IN_USE_ADDRESSES, one per node
-  when the nodes have external IPs (whether xpk's A4 blueprint gives them one is NOT verified), so
-  a shortfall is reported as unknown, not failed. Lustre capacity: the Cloud Quotas API reports it
-  (cloud/quotas.py): unknown here.
-- Permissions: Resource Manager projects.testIamPermissions with the permissions of each step.
-  Their names are from the IAM permission reference pages (docs.cloud.google.com/iam/docs/
-  roles-permissions/<service>: serviceusage, container, compute, servicenetworking, lustre) and
-  GKE's "API permissions" page (kubernetes-engine/docs/reference/api-permissions: clusters.create
-  needs container.clusters.create and iam.serviceAccounts.actAs; nodePools.create needs
-  container.clusters.update).
+- Quotas: Compute Engine regions.get `quotas[]` (cloud/quotas.py) for CPUs and addresses. Spot
+  GPUs are not there for the newest families (no B200, H200 or H100 MEGA metric in compute v1's
+  Quota.Metric; cloud/quotas.py has the sources): they are read from the Cloud Quotas API, metric
+  compute.googleapis.com/preemptible_gpus_per_gpu_family, gpu_family NVIDIA_B200 for b200-8, and
+  reported unknown, with the console page and the gcloud command, where that API is off or the
+  family's value is not known. The GPUs needed are NUM_NODES x GPUS_PER_NODE, against the limit
+  (what is in use is not read there). CPUs: xpk's default CPU pool,
+  `--default-pool-cpu-num-nodes` (default 6: xpk 1.16.0 parser/cluster.py) x e2-standard-4's 4
+  vCPUs, against CPUS. Whether an A4 Spot node's 224 vCPUs also count against CPUS or
+  PREEMPTIBLE_CPUS is NOT verified: not counted. Addresses: xpk makes the cluster with private
+  nodes off (`enable_private_nodes=bool(args.private)`, xpk src/xpk/commands/cluster_gcluster.py;
+  rltui passes no --private), so every node has an external IP, and the blueprint's vpc module
+  reserves 2 static external NAT IPs per network (net-0, net-1: ips_per_nat 2), used by its Cloud
+  NATs: IN_USE_ADDRESSES must hold the nodes and the 4 NAT IPs, STATIC_ADDRESSES the 4 NAT IPs
+  (the compute v1 metric names; what each counts is as rltui reads Compute Engine's quota page,
+  not re-read word for word here). Lustre capacity: unknown here (cloud/quotas.py).
+- Permissions: Resource Manager projects.testIamPermissions with the permissions of each step,
+  xpk's Terraform included: what the a4 blueprint's modules make (cluster-toolkit v1.94.0
+  network/vpc: networks, subnetworks, firewall rules (which also need the network's
+  compute.networks.updatePolicy), a Cloud Router with its NAT (a router update) and the regional
+  NAT addresses it uses; network/gpu-rdma-vpc; scheduler/gke-cluster and compute/gke-node-pool)
+  and the operations Terraform polls. Their names are from the IAM permission reference pages
+  (docs.cloud.google.com/iam/docs/roles-permissions/<service>: serviceusage, container, compute,
+  servicenetworking, lustre; the compute ones as public custom roles for the same Terraform
+  resources list them too) and GKE's "API permissions" page (kubernetes-engine/docs/reference/
+  api-permissions: clusters.create needs container.clusters.create and iam.serviceAccounts.actAs;
+  nodePools.create and nodePools.delete need container.clusters.update).
 - Names taken: the cluster, the network, the address and the Lustre instance, with ownership
   decided as plan/inventory.py decides it (the `managed-by=rltui` label; xpk's state in rltui's
   folder for the network). Taken by rltui is fine: `up` resumes it.
@@ -46,13 +55,21 @@ CONTAINER = "container.googleapis.com"
 LUSTRE = "lustre.googleapis.com"
 XPK_DEFAULT_POOL_NODES = 6      # xpk 1.16.0 --default-pool-cpu-num-nodes default
 DEFAULT_POOL_CPUS = 4           # e2-standard-4
+NAT_IPS = 4                     # the a4 blueprint's: 2 networks x ips_per_nat 2
+QUOTAS_CONSOLE = "https://console.cloud.google.com/iam-admin/quotas"
 
 # Step -> the permissions it needs on the project (see the module docstring for the sources).
 STEP_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "enable APIs": ("serviceusage.services.enable", "serviceusage.services.list"),
     "GKE cluster (xpk)": ("container.clusters.create", "container.clusters.get", "container.clusters.update",
-                          "container.operations.get", "iam.serviceAccounts.actAs", "compute.networks.create",
-                          "compute.subnetworks.create", "compute.firewalls.create"),
+                          "container.operations.get", "iam.serviceAccounts.actAs"),
+    "xpk's networks (Terraform)": (
+        "compute.networks.create", "compute.networks.get", "compute.networks.updatePolicy",
+        "compute.subnetworks.create", "compute.subnetworks.get",
+        "compute.firewalls.create", "compute.firewalls.get",
+        "compute.routers.create", "compute.routers.get", "compute.routers.update",
+        "compute.addresses.create", "compute.addresses.get", "compute.addresses.use",
+        "compute.globalOperations.get", "compute.regionOperations.get"),
     "IP range": ("compute.globalAddresses.create", "compute.globalAddresses.get"),
     "VPC peering": ("servicenetworking.services.addPeering",),
     "Lustre instance": ("lustre.instances.create", "lustre.instances.get", "lustre.operations.get"),
@@ -60,7 +77,9 @@ STEP_PERMISSIONS: dict[str, tuple[str, ...]] = {
                            "container.secrets.create", "container.thirdPartyObjects.create"),
     "submit (port-forward)": ("container.pods.portForward",),
     "teardown": ("container.clusters.delete", "lustre.instances.delete", "compute.globalAddresses.delete",
-                 "compute.networks.delete", "servicenetworking.services.deleteConnection"),
+                 "servicenetworking.services.deleteConnection", "compute.networks.delete",
+                 "compute.subnetworks.delete", "compute.firewalls.delete", "compute.routers.delete",
+                 "compute.addresses.delete"),
 }
 
 
@@ -90,7 +109,7 @@ async def cloud_checks(ctx: Context, enabled: set[str]) -> list[Check]:
             out.append(Check(what, None, f"could not be read: {str(part)[:160]}", "run the check again"))
         else:
             out += part
-    quota_adapter(ctx).close()
+    await quota_adapter(ctx).aclose()
     return out
 
 
@@ -99,38 +118,74 @@ def _off(api: str) -> str:
 
 
 async def _quota_checks(ctx: Context, enabled: set[str]) -> list[Check]:
+    """The Spot GPU quota (Cloud Quotas) and the region's CPU and address quotas (Compute's
+    regions.get), read at once."""
     cfg = ctx.cfg
-    device = cfg.device
-    gpu_metric = "PREEMPTIBLE_" + device.accelerator.upper().replace("-", "_") + "_GPUS"
-    gpus = cfg.num_nodes * cfg.gpus_per_node
     cpus = XPK_DEFAULT_POOL_NODES * DEFAULT_POOL_CPUS
     nodes = cfg.num_nodes + XPK_DEFAULT_POOL_NODES
     lustre = Check("Lustre capacity quota", None,
                    f"{cfg.lustre_capacity} GiB needed; the Cloud Quotas API reports this quota"
                    " (lustre.googleapis.com), not read by rltui",
                    "console: IAM & Admin > Quotas, filter lustre.googleapis.com")
-    names = (f"Spot GPU quota ({gpu_metric})", "CPU quota (CPUS)", "address quota (IN_USE_ADDRESSES)")
+    names = ("CPU quota (CPUS)", "address quota (IN_USE_ADDRESSES)", "static address quota (STATIC_ADDRESSES)")
+
+    async def region() -> dict[str, Quota] | None:
+        return await quota_adapter(ctx).region_quotas(cfg.region) if COMPUTE in enabled else None
+
+    gpu, quotas = await asyncio.gather(_gpu_check(ctx), region())
     if COMPUTE not in enabled:
-        return [Check(n, None, _off(COMPUTE), "") for n in names] + [lustre]
-    quotas = await quota_adapter(ctx).region_quotas(cfg.region)
+        return [gpu] + [Check(n, None, _off(COMPUTE), "") for n in names] + [lustre]
     if quotas is None:
-        return [Check(n, None, f"{cfg.region}'s quotas could not be read", "") for n in names] + [lustre]
+        return [gpu] + [Check(n, None, f"{cfg.region}'s quotas could not be read", "") for n in names] + [lustre]
 
-    def need(name: str, metric: str, wanted: float, fail: bool) -> Check:
+    def need(name: str, metric: str, wanted: float, what: str) -> Check:
         q: Quota | None = quotas.get(metric)
-        fix = f"request more {metric} quota in {cfg.region} (console: IAM & Admin > Quotas)"
+        fix = f"request more {metric} quota in {cfg.region} ({QUOTAS_CONSOLE}?project={cfg.project_id})"
         if q is None:
-            # A region lists only some metrics; one it leaves out was seen to mean none granted
-            # (OpenAgentsInc/hydralisk's GCE probe notes: "missing regional quota metrics" for B200
-            # in us-east1), but that is not documented: unknown, with the fix.
-            return Check(name, None, f"{cfg.region} lists no {metric} quota (likely none granted)", fix)
-        detail = f"{wanted:g} needed, {q.free:g} free of {q.limit:g} in {cfg.region}"
-        if q.free >= wanted:
-            return Check(name, True, detail)
-        return Check(name, False if fail else None, detail, fix)
+            return Check(name, None, f"{cfg.region} lists no {metric} quota ({wanted:g} needed: {what})", fix)
+        detail = f"{wanted:g} needed ({what}), {q.free:g} free of {q.limit:g} in {cfg.region}"
+        return Check(name, True, detail) if q.free >= wanted else Check(name, False, detail, fix)
 
-    return [need(names[0], gpu_metric, gpus, True), need(names[1], "CPUS", cpus, True),
-            need(names[2], "IN_USE_ADDRESSES", nodes, False), lustre]
+    return [gpu, need(names[0], "CPUS", cpus, f"xpk's {XPK_DEFAULT_POOL_NODES} e2-standard-4 nodes"),
+            need(names[1], "IN_USE_ADDRESSES", nodes + NAT_IPS,
+                 f"{nodes} nodes' external IPs and the blueprint's {NAT_IPS} NAT IPs"),
+            need(names[2], "STATIC_ADDRESSES", NAT_IPS, f"the blueprint's {NAT_IPS} NAT IPs"),
+            lustre]
+
+
+async def _gpu_check(ctx: Context) -> Check:
+    """The Spot GPU quota of the device's family in the region, from the Cloud Quotas API
+    (cloud/quotas.py); unknown, with where to look, when it cannot be read."""
+    from ..cloud.quotas import GPU_FAMILIES, PREEMPTIBLE_GPUS_METRIC
+
+    cfg = ctx.cfg
+    accel = cfg.device.accelerator
+    family = GPU_FAMILIES.get(accel)
+    gpus = cfg.num_nodes * cfg.gpus_per_node
+    title = f"Spot GPU quota ({family or accel})"
+    console = f"{QUOTAS_CONSOLE}?project={cfg.project_id}"
+    where = (f"see {console} (Preemptible GPUs per GPU family) or `gcloud quotas info list"
+             f" --service=compute.googleapis.com --project={cfg.project_id}`")
+    if family is None:
+        return Check(title, None, f"{gpus} needed; the gpu_family of {accel} in Cloud Quotas is not known"
+                                  " to rltui", where)
+    try:
+        got = await quota_adapter(ctx).preemptible_gpus(cfg.region, family)
+    except Exception as exc:  # noqa: BLE001 - e.g. no cloudquotas.quotas.get: unknown, with the reason
+        return Check(title, None, f"Cloud Quotas could not be read: {str(exc)[:160]}", where)
+    if got.limit is None and got.why == "off":
+        return Check(title, None, f"{gpus} needed; the Cloud Quotas API, where Google lists this quota,"
+                                  " is off (`--check` turns nothing on)",
+                     f"gcloud services enable cloudquotas.googleapis.com --project={cfg.project_id},"
+                     f" then check again (or see {console})")
+    if got.limit is None:
+        return Check(title, None, f"{gpus} needed; Cloud Quotas lists no {PREEMPTIBLE_GPUS_METRIC}"
+                                  f" for {family} in {cfg.region}", where)
+    detail = (f"{gpus} needed, {got.limit:g} granted in {cfg.region} ({got.quota_id}; what is in use"
+              " is not read)")
+    if got.limit >= gpus:
+        return Check(title, True, detail)
+    return Check(title, False, detail, f"request more Spot {family} GPUs in {cfg.region}: {where}")
 
 
 async def _permission_checks(ctx: Context) -> list[Check]:

@@ -23,7 +23,9 @@ def state_root() -> Path:
 
 
 def _checked(project: str, cluster: str) -> tuple[str, str]:
-    for what, value in (("project", project), ("cluster", cluster)):
+    """Both as one path component each. env.sh's validation (config.py) refuses what would fail
+    here first (a domain-scoped PROJECT_ID with its ':' among them), so this is a last guard."""
+    for what, value in (("PROJECT_ID", project), ("CLUSTER_NAME", cluster)):
         if not _COMPONENT.fullmatch(value):
             raise ValueError(f"{what} {value!r} cannot name a folder")
     return project, cluster

@@ -21,13 +21,16 @@ class CostInfo:
     at: float
     plan_per_hour: float           # of the whole plan while it runs
     currency: str = "USD"
+    unpriced: tuple[str, ...] = ()       # lines that exist and have no price: left out, named
+    plan_unpriced: tuple[str, ...] = ()  # the plan's lines without a price
 
     @classmethod
     def of(cls, est: Any) -> CostInfo | None:
         """From an Estimate (None: no prices, nothing shown)."""
         if est is None:
             return None
-        return cls(est.per_hour, est.since_created, time.time(), est.plan_per_hour, est.currency)
+        return cls(est.per_hour, est.since_created, time.time(), est.plan_per_hour, est.currency,
+                   tuple(est.unpriced), tuple(est.plan_unpriced))
 
     def total(self, now: float | None = None) -> float:
         """The running total: since creation, up to `now`."""
@@ -42,18 +45,27 @@ def money(amount: float, currency: str = "USD") -> str:
     return fmt_money(amount, currency)
 
 
+def _estimate(unpriced: tuple[str, ...]) -> str:
+    """"(estimate)", or "(estimate; no price for: A; B)" naming what the figure leaves out."""
+    if not unpriced:
+        return "(estimate)"
+    return f"(estimate; no price for: {'; '.join(unpriced)})"
+
+
 def plan_cost_text(cost: CostInfo | None) -> str:
-    """Start's line before `up`: "about $324/h while it runs (estimate)"; "" while unknown."""
-    if cost is None or cost.plan_per_hour <= 0:
+    """Start's line before `up`: "about $324/h while it runs (estimate)"; "" while unknown.
+    A line of the plan without a price is named ("... (estimate; no price for: Lustre ...)")."""
+    if cost is None or (cost.plan_per_hour <= 0 and not cost.plan_unpriced):
         return ""
-    return f"about {money(cost.plan_per_hour, cost.currency)}/h while it runs (estimate)"
+    return f"about {money(cost.plan_per_hour, cost.currency)}/h while it runs {_estimate(cost.plan_unpriced)}"
 
 
 def stops_text(cost: CostInfo | None) -> str:
-    """Teardown's: "deleting stops about $324/h (estimate)"; "" when nothing priced exists."""
-    if cost is None or cost.per_hour <= 0:
+    """Teardown's: "deleting stops about $324/h (estimate)"; "" when nothing priced exists. What
+    exists without a price is named ("... (estimate; no price for: ...)")."""
+    if cost is None or (cost.per_hour <= 0 and not cost.unpriced):
         return ""
-    return f"deleting stops about {money(cost.per_hour, cost.currency)}/h (estimate)"
+    return f"deleting stops about {money(cost.per_hour, cost.currency)}/h {_estimate(cost.unpriced)}"
 
 
 @dataclass(frozen=True)
@@ -114,11 +126,17 @@ class WizardHeader(Widget):
         return text
 
     def _cost(self, rate: bool) -> str:
+        """"$1,234 est ($324/h)"; with a line that exists and has no price, "+?" after the total
+        and "n unpriced" after the rate (Start and Teardown name those lines)."""
         c = self.info.cost
-        if c is None or c.per_hour <= 0:
+        if c is None or (c.per_hour <= 0 and not c.unpriced):
             return ""
-        total = f"{money(c.total(self.info.now), c.currency)} est"
-        return f"{total} ({money(c.per_hour, c.currency)}/h)" if rate else total
+        more = "+?" if c.unpriced else ""
+        total = f"{money(c.total(self.info.now), c.currency)}{more} est"
+        if not rate:
+            return total
+        unpriced = f", {len(c.unpriced)} unpriced" if c.unpriced else ""
+        return f"{total} ({money(c.per_hour, c.currency)}/h{unpriced})"
 
     COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
 

@@ -53,7 +53,7 @@ def test_fresh_project_can_run_and_nothing_is_created(quota_sandbox, tmp_path):
     assert code == 0, text
     assert "nothing was created" in text and "can run:" in text
     # The APIs are off, so the quota cannot be read: unknown (??), never a failure, never enabled.
-    assert f"??   Spot GPU quota ({GPU_METRIC})" in text, text
+    assert "??   Spot GPU quota (NVIDIA_B200)" in text, text
     assert "compute API is off" in text
     assert after["operations"] == before["operations"], "up --check ran an operation"
     assert _writes(after) == _writes(before), "up --check called a method that writes"
@@ -70,14 +70,16 @@ def test_gpu_quota_at_zero_exits_1_naming_it(quota_sandbox, tmp_path):
     user = make_user(tmp_path / "quota0", "check-quota0", root, status)
 
     async def enable_compute() -> None:   # the user's own `gcloud services enable compute...`
-        await NetworkAdapter(Endpoints.sandbox(status), user.project).enable_apis(["compute.googleapis.com"])
+        await NetworkAdapter(Endpoints.sandbox(status), user.project).enable_apis(
+            ["compute.googleapis.com", "cloudquotas.googleapis.com"])
 
     asyncio.run(enable_compute())
     code, text, before, after = _check(user)
     assert code == 1, text
-    assert f"FAIL Spot GPU quota ({GPU_METRIC})" in text, text
-    assert "64 needed, 0 free of 0 in us-east1" in text
-    assert f"fix: request more {GPU_METRIC} quota in us-east1" in text
+    # Read where Google publishes it: Cloud Quotas' QuotaInfo for the GPU family (cloud/quotas.py).
+    assert "FAIL Spot GPU quota (NVIDIA_B200)" in text, text
+    assert "64 needed, 0 granted in us-east1" in text
+    assert "fix: request more Spot NVIDIA_B200 GPUs in us-east1" in text
     assert "cannot run: 1 failed" in text
     # The zone offers the machine once compute can say so, and the names are free.
     assert "ok   a4-highgpu-8g in us-east1-b" in text

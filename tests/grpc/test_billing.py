@@ -74,6 +74,9 @@ def test_the_adapter_prices_the_codelabs_plan(catalog):
     assert prices.rates["gpu-slice:a4-highgpu-8g"] == pytest.approx(4.9542)
     assert prices.rates["cpu-core"] == pytest.approx(0.02181159)
     assert prices.rates["gke"] == pytest.approx(0.10)
+    # Cloud NAT from the Networking service: per VM using the gateway, and per NAT IP
+    assert prices.rates["nat-gateway"] == pytest.approx(0.0014)
+    assert prices.rates["nat-ip"] == pytest.approx(0.005)
     lines = {line.label: line.per_hour for line in plan_lines(cfg, prices)}
     assert lines["8 x a4-highgpu-8g Spot (64 GPUs)"] == pytest.approx(64 * 4.9542)
     est = estimate(cfg, prices, [])
@@ -95,7 +98,8 @@ def test_prices_are_read_once_a_day_then_come_from_the_state_folder(tmp_path):
     async def read(endpoints):
         ctx = Context(cfg, endpoints, root=tmp_path)
         try:
-            return await prices(ctx), await cost(ctx, [Resource("GKE cluster", "c", "running", True)])
+            gpu = Resource("GKE cluster", "c", "running", True, gpu_nodes=("",) * 8)
+            return await prices(ctx), await cost(ctx, [gpu])
         finally:
             await ctx.close()
 
@@ -117,3 +121,28 @@ def test_prices_are_read_once_a_day_then_come_from_the_state_folder(tmp_path):
     finally:
         box.stop()
     assert fresh.as_of > "2020-01-01" and json.loads(cached[0].read_text())["as_of"] == fresh.as_of
+
+
+def test_a_partial_answer_is_cached_a_day_and_names_what_the_catalog_lacks(tmp_path):
+    """cloud/billing.py cached_prices: a region the catalog prices only in part (the sandbox
+    has no EMEA E2 RAM, A4 Spot slice or Lustre SKU) is kept with what it lacked, so the next
+    status neither pages the catalog again nor loses the names of the lines without a price."""
+    from rltui.cloud.billing import cached_prices
+
+    cfg = RLConfig(PROJECT_ID="rl-demo-project", ZONE="europe-west4-a", REGION="europe-west4")
+    box = CatalogBox().start()
+    try:
+        first = asyncio.run(cached_prices(Endpoints(label="SANDBOX", grpc_target=box.address), cfg,
+                                          tmp_path / "cache"))
+    finally:
+        box.stop()
+    assert {"cpu-ram", "lustre", "gpu-slice:a4-highgpu-8g"} <= set(first.missing)
+    assert first.rates["gke"] == pytest.approx(0.10)
+    # the catalog is gone: the day's cache answers, missing names and all
+    again = asyncio.run(cached_prices(Endpoints(label="SANDBOX", grpc_target=box.address), cfg,
+                                      tmp_path / "cache"))
+    assert again.missing == first.missing and again.rates == first.rates
+    from rltui.plan.inventory import Resource
+
+    est = estimate(cfg, again, [Resource("Lustre instance", "l", "active", True)])
+    assert est.unpriced == ("Lustre 9000 GiB at 1000 MB/s/TiB",)

@@ -3,13 +3,16 @@ routes, its REST APIs (Resource Manager's testIamPermissions) and its gRPC servi
 Service Usage), reached by rltui's own adapters and the official clients, with an ADC file whose
 token the sandbox's token endpoint issues. What a user would see on `up --check`: a permission
 they lack names its step and the permission; a zone without the machine type fails with the fix;
-a name taken by something rltui did not make fails, rltui's own passes; a quota with room passes.
+a name taken by something rltui did not make fails, rltui's own passes; a quota with room passes;
+the Spot GPU quota is read from Cloud Quotas (its API off: unknown, with where to look); the
+address quotas count the blueprint's NAT IPs; xpk's Terraform needs its router and address
+permissions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -37,11 +40,14 @@ def tls_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ensure_tls(tmp_path_factory.mktemp("tls")).folder
 
 
-@pytest.fixture
-async def box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]:
+CLOUD_QUOTAS = "cloudquotas.googleapis.com"
+
+
+@asynccontextmanager
+async def sandbox(tmp_path: Path, tls_folder: Path, apis: tuple[str, ...]) -> AsyncIterator[dict[str, Any]]:
     async with AsyncExitStack() as stack:
         enter = stack.enter_async_context
-        world = await enter(harness.world(tmp_path / "state"))
+        world = await enter(harness.world(tmp_path / "state", enabled_services=apis))
         issuer = TokenIssuer.load(tls_folder)
         app = web.Application()
         add_compute_routes(app, world)
@@ -49,7 +55,7 @@ async def box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]
         url = (await enter(harness.serve_app(app))).url
         adc = write_adc(tmp_path / "adc.json", f"{url}/token", issuer)
         rest = await enter(harness.rest_sites(world))
-        grpc_target = await enter(harness.grpc_server(world, ("lustre", "container", "serviceusage")))
+        grpc_target = await enter(harness.grpc_server(world, ("lustre", "container", "serviceusage", "quotas")))
         endpoints = Endpoints(label="SANDBOX", grpc_target=grpc_target, compute_url=url, adc_file=adc, rest=rest)
         env = (DATA / "env" / "devrel-demos.env.sh").read_text().replace(
             'PROJECT_ID="', f'PROJECT_ID="{PROJECT}" # was: "', 1)
@@ -62,6 +68,20 @@ async def box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]
             await ctx.close()
 
 
+@pytest.fixture
+async def box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]:
+    """The codelab's four APIs and Cloud Quotas on."""
+    async with sandbox(tmp_path, tls_folder, (*CODELAB_APIS, CLOUD_QUOTAS)) as b:
+        yield b
+
+
+@pytest.fixture
+async def fresh_box(tmp_path: Path, tls_folder: Path) -> AsyncIterator[dict[str, Any]]:
+    """The codelab's four APIs on, Cloud Quotas off (as in a new project)."""
+    async with sandbox(tmp_path, tls_folder, CODELAB_APIS) as b:
+        yield b
+
+
 async def checks(box: dict[str, Any]) -> dict[str, Check]:
     return {c.name: c for c in await cloud_checks(box["ctx"], set(CODELAB_APIS))}
 
@@ -69,12 +89,62 @@ async def checks(box: dict[str, Any]) -> dict[str, Check]:
 async def test_everything_passes_with_room_in_the_quota(box) -> None:
     box["world"].quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 100.0
     got = await checks(box)
-    gpu = got["Spot GPU quota (PREEMPTIBLE_NVIDIA_B200_GPUS)"]
-    assert gpu.ok is True and gpu.detail == "64 needed, 100 free of 100 in us-east1"
+    gpu = got["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is True, gpu
+    assert gpu.detail == ("64 needed, 100 granted in us-east1 (PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region;"
+                          " what is in use is not read)")
     assert got["CPU quota (CPUS)"].ok is True
     assert got["a4-highgpu-8g in us-east1-b"].ok is True
     assert got["Lustre capacity quota"].ok is None      # the Cloud Quotas API: not read
     assert not [c for c in got.values() if c.ok is False], got
+
+
+async def test_the_spot_gpu_quota_comes_from_cloud_quotas_and_a_short_one_fails(box) -> None:
+    box["world"].quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 32.0
+    gpu = (await checks(box))["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is False and gpu.detail.startswith("64 needed, 32 granted in us-east1")
+    assert "console.cloud.google.com/iam-admin/quotas?project=checks-project" in gpu.fix
+    assert "likely none granted" not in gpu.detail
+
+
+async def test_with_cloud_quotas_off_the_gpu_quota_is_unknown_with_where_to_look(fresh_box) -> None:
+    gpu = (await checks(fresh_box))["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is None and "Cloud Quotas API" in gpu.detail and "is off" in gpu.detail
+    assert gpu.fix.startswith("gcloud services enable cloudquotas.googleapis.com --project=checks-project")
+    assert "console.cloud.google.com/iam-admin/quotas?project=checks-project" in gpu.fix
+
+
+async def test_a_device_whose_gpu_family_is_unknown_says_where_to_look(box) -> None:
+    ctx = box["ctx"]
+    ctx.cfg = ctx.cfg.model_copy(update={"device_type": "h200-141gb-8"})
+    got = {c.name: c for c in await cloud_checks(ctx, set(CODELAB_APIS))}
+    gpu = got["Spot GPU quota (nvidia-h200-141gb)"]
+    assert gpu.ok is None and "not known" in gpu.detail
+    assert "iam-admin/quotas" in gpu.fix
+    assert "gcloud quotas info list --service=compute.googleapis.com --project=checks-project" in gpu.fix
+
+
+async def test_the_address_quotas_count_the_blueprints_nat_ips(box) -> None:
+    box["world"].quotas.update({"IN_USE_ADDRESSES": 17.0, "STATIC_ADDRESSES": 3.0})
+    got = await checks(box)
+    in_use = got["address quota (IN_USE_ADDRESSES)"]
+    assert in_use.ok is False
+    assert in_use.detail.startswith("18 needed (14 nodes' external IPs and the blueprint's 4 NAT IPs), 17 free")
+    static = got["static address quota (STATIC_ADDRESSES)"]
+    assert static.ok is False and static.detail.startswith("4 needed (the blueprint's 4 NAT IPs), 3 free")
+    box["world"].quotas.update({"IN_USE_ADDRESSES": 18.0, "STATIC_ADDRESSES": 4.0})
+    got = await checks(box)
+    assert got["address quota (IN_USE_ADDRESSES)"].ok is True
+    assert got["static address quota (STATIC_ADDRESSES)"].ok is True
+
+
+async def test_xpks_terraform_needs_router_address_and_firewall_permissions(box) -> None:
+    box["world"].denied_permissions = {"compute.routers.create", "compute.addresses.use",
+                                       "compute.firewalls.delete"}
+    got = await checks(box)
+    net = got["permissions: xpk's networks (Terraform)"]
+    assert net.ok is False and net.detail == "missing compute.routers.create, compute.addresses.use"
+    assert got["permissions: teardown"].detail == "missing compute.firewalls.delete"
 
 
 async def test_a_missing_permission_names_its_step_and_the_permission(box) -> None:

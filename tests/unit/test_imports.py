@@ -6,7 +6,7 @@ import sys
 import pytest
 
 HEAVY = ("textual", "grpc", "google", "kubernetes", "ray")
-PURE = ["rltui.config", "rltui.envfile", "rltui.latency", "rltui.plan", "rltui.manifests", "rltui.script", "rltui.joblog", "rltui.saves",
+PURE = ["rltui.config", "rltui.names", "rltui.cost", "rltui.envfile", "rltui.latency", "rltui.plan", "rltui.manifests", "rltui.script", "rltui.joblog", "rltui.saves",
         "rltui.report", "rltui.cli", "rltui.runs", "rltui.cloud.rayjobs"]
 
 

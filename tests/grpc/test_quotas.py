@@ -1,0 +1,80 @@
+"""google.api.cloudquotas.v1.CloudQuotas (the sandbox's QuotaInfo reads) through the official
+google-cloud-quotas client, and rltui's adapter that reads the Spot GPU quota from it: refused
+SERVICE_DISABLED until the project enables cloudquotas.googleapis.com, as a new project is; the
+limit `rltui sandbox start --quota PREEMPTIBLE_NVIDIA_B200_GPUS=N` sets is what the check reads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from google.api_core import exceptions
+from google.cloud import cloudquotas_v1
+from google.cloud.cloudquotas_v1.services.cloud_quotas.transports import CloudQuotasGrpcTransport
+
+from rltui.cloud.endpoints import Endpoints
+from rltui.cloud.errors import api_disabled
+from rltui.cloud.quotas import PREEMPTIBLE_GPUS_METRIC, QuotaAdapter
+from rltui.sandbox.services import CODELAB_APIS
+
+P = "quota-project-1"
+PARENT = f"projects/{P}/locations/global/services/compute.googleapis.com"
+
+
+@pytest.fixture
+def on(make_grpc_box):
+    return make_grpc_box(enabled_services=(*CODELAB_APIS, "cloudquotas.googleapis.com"))
+
+
+def client(box) -> cloudquotas_v1.CloudQuotasClient:
+    return cloudquotas_v1.CloudQuotasClient(transport=CloudQuotasGrpcTransport(
+        channel=grpc.insecure_channel(box.address)))
+
+
+def test_the_official_client_pages_quota_infos_and_gets_one(on) -> None:
+    infos = list(client(on).list_quota_infos(request={"parent": PARENT, "page_size": 1}))
+    spot = next(i for i in infos if i.metric == PREEMPTIBLE_GPUS_METRIC)
+    assert set(spot.dimensions) == {"region", "gpu_family"}
+    first = spot.dimensions_infos[0]
+    assert dict(first.dimensions) == {"gpu_family": "NVIDIA_B200"} and first.details.value == 128
+    assert "us-east1" in first.applicable_locations
+    assert dict(spot.dimensions_infos[-1].dimensions) == {}   # the least specific comes last
+    got = client(on).get_quota_info(request={"name": spot.name})
+    assert got.quota_id == spot.quota_id
+    with pytest.raises(exceptions.NotFound):
+        client(on).get_quota_info(request={"name": f"{PARENT}/quotaInfos/NO-SUCH-QUOTA"})
+
+
+def test_a_project_that_did_not_enable_cloud_quotas_is_refused_service_disabled(grpc_box) -> None:
+    with pytest.raises(exceptions.PermissionDenied) as info:
+        list(client(grpc_box).list_quota_infos(request={"parent": PARENT}))
+    assert api_disabled(info.value)
+
+
+def test_the_adapter_reads_the_limit_the_sandbox_was_started_with(on) -> None:
+    on.world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 16.0
+
+    async def read():
+        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=on.address), P)
+        try:
+            return (await adapter.preemptible_gpus("us-east1", "NVIDIA_B200"),
+                    await adapter.preemptible_gpus("us-east1", "NVIDIA_H100"))
+        finally:
+            await adapter.aclose()
+
+    b200, h100 = asyncio.run(read())
+    assert (b200.limit, b200.quota_id) == (16.0, "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region")
+    assert h100.limit == 0.0          # a family nobody granted: the dimension-less default
+
+
+def test_the_adapter_says_off_when_the_api_is_off(grpc_box) -> None:
+    async def read():
+        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=grpc_box.address), P)
+        try:
+            return await adapter.preemptible_gpus("us-east1", "NVIDIA_B200")
+        finally:
+            await adapter.aclose()
+
+    got = asyncio.run(read())
+    assert got.limit is None and got.why == "off"
