@@ -27,6 +27,25 @@ CALL_TIMEOUT_S = 30.0
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 
 
+def user_agent() -> str:
+    """How rltui names itself to Google, as gcloud (`gcloud/528.0.0 command/...`), Terraform
+    (`Terraform/1.x ... terraform-provider-google/7.x`) and xpk's gcloud calls do: Cloud Audit
+    Logs keep it as requestMetadata.callerSuppliedUserAgent, so an operator can tell rltui's
+    operations from the other actors' in a shared project."""
+    from .. import __version__
+
+    return f"rltui/{__version__}"
+
+
+def client_info() -> Any:
+    """The Google client libraries' ClientInfo with rltui's user agent (google-api-core
+    gapic_v1/client_info.py: user_agent goes first in the x-goog-api-client header, and into the
+    REST transports' User-Agent)."""
+    from google.api_core.gapic_v1.client_info import ClientInfo
+
+    return ClientInfo(user_agent=user_agent())  # type: ignore[no-untyped-call]
+
+
 @dataclass(frozen=True)
 class Endpoints:
     label: str                         # shown in the header badge: "SANDBOX" or "Google Cloud"
@@ -81,36 +100,40 @@ class Endpoints:
         from google.cloud.lustre_v1.services.lustre.transports import LustreGrpcAsyncIOTransport
 
         if self.grpc_target is None:
-            return lustre_v1.LustreAsyncClient()
+            return lustre_v1.LustreAsyncClient(client_info=client_info())
         return lustre_v1.LustreAsyncClient(
-            transport=LustreGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+            transport=LustreGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
 
     def container(self) -> Any:
         from google.cloud import container_v1
         from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcAsyncIOTransport
 
         if self.grpc_target is None:
-            return container_v1.ClusterManagerAsyncClient()
+            return container_v1.ClusterManagerAsyncClient(client_info=client_info())
         return container_v1.ClusterManagerAsyncClient(
-            transport=ClusterManagerGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+            transport=ClusterManagerGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
 
     def monitoring(self) -> Any:
         from google.cloud import monitoring_v3
         from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcAsyncIOTransport
 
         if self.grpc_target is None:
-            return monitoring_v3.MetricServiceAsyncClient()
+            return monitoring_v3.MetricServiceAsyncClient(client_info=client_info())
         return monitoring_v3.MetricServiceAsyncClient(
-            transport=MetricServiceGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+            transport=MetricServiceGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
 
     def service_usage(self) -> Any:
         from google.cloud import service_usage_v1
         from google.cloud.service_usage_v1.services.service_usage.transports import ServiceUsageGrpcAsyncIOTransport
 
         if self.grpc_target is None:
-            return service_usage_v1.ServiceUsageAsyncClient()
+            return service_usage_v1.ServiceUsageAsyncClient(client_info=client_info())
         return service_usage_v1.ServiceUsageAsyncClient(
-            transport=ServiceUsageGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+            transport=ServiceUsageGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
 
     def billing(self) -> Any:
         """The Cloud Billing Catalog (public prices: no project, any credentials)."""
@@ -118,9 +141,22 @@ class Endpoints:
         from google.cloud.billing_v1.services.cloud_catalog.transports import CloudCatalogGrpcAsyncIOTransport
 
         if self.grpc_target is None:
-            return billing_v1.CloudCatalogAsyncClient()
+            return billing_v1.CloudCatalogAsyncClient(client_info=client_info())
         return billing_v1.CloudCatalogAsyncClient(
-            transport=CloudCatalogGrpcAsyncIOTransport(channel=self._channel(self.grpc_target)))
+            transport=CloudCatalogGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
+
+    def quotas(self) -> Any:
+        """Cloud Quotas (cloudquotas.googleapis.com v1): the QuotaInfos Compute's regions.get does
+        not list, such as the GPUs per GPU family (cloud/quotas.py). Built only when asked."""
+        from google.cloud import cloudquotas_v1
+        from google.cloud.cloudquotas_v1.services.cloud_quotas.transports import CloudQuotasGrpcAsyncIOTransport
+
+        if self.grpc_target is None:
+            return cloudquotas_v1.CloudQuotasAsyncClient(client_info=client_info())
+        return cloudquotas_v1.CloudQuotasAsyncClient(
+            transport=CloudQuotasGrpcAsyncIOTransport(
+                channel=self._channel(self.grpc_target), client_info=client_info()))
 
     def compute(self, kind: str) -> Any:
         """A google-cloud-compute client (REST, sync: call it in a thread), e.g. "Networks"."""
@@ -128,10 +164,10 @@ class Endpoints:
 
         cls = getattr(compute_v1, f"{kind}Client")
         if self.compute_url is None:
-            return cls()
+            return cls(client_info=client_info())
         from google.auth.credentials import AnonymousCredentials
 
-        return cls(credentials=AnonymousCredentials(),
+        return cls(credentials=AnonymousCredentials(), client_info=client_info(),
                    client_options={"api_endpoint": self.compute_url})
 
     # --- credentials (the Kubernetes API's bearer token) ---

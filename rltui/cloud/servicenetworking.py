@@ -42,7 +42,10 @@ class ServiceNetworking:
         if self._session is None:
             from google.auth.transport.requests import AuthorizedSession
 
+            from .endpoints import user_agent
+
             self._session = AuthorizedSession(self.endpoints.credentials())
+            self._session.headers["User-Agent"] = user_agent()   # as the client libraries' ClientInfo
         return self._session
 
     async def _call(self, what: str, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
