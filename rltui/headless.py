@@ -57,6 +57,12 @@ def _ask(question: str) -> bool:
 
 async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
              out: Callable[[str], None] = print) -> int:
+    from .plan.preflight import xpk_missing
+
+    missing = xpk_missing(endpoints)   # before anything is created or even asked
+    if missing:
+        out(f"error: {missing}")
+        return 1
     ctx = Context(cfg, endpoints)
     runner = make_runner(ctx, EventPrinter(out, verbose))
     out(f"Plan for {cfg.cluster_name} in {cfg.project_id} ({endpoints.label}):")
@@ -193,12 +199,15 @@ async def _follow(ctx: Context, job: str | None, write: Callable[[str], None]) -
 
 async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
                  out: Callable[[str], None] = print) -> int:
-    from .plan.inventory import collect_with_job, prices
+    from .cloud.billing import cached_prices
+    from .plan.folders import cache_dir
+    from .plan.inventory import collect_with_job
 
     ctx = Context(cfg, endpoints)
     try:
-        # The prices (a day's cache, else the catalog) are read while the cloud is asked.
-        price_call = asyncio.ensure_future(prices(ctx))
+        # The prices (a day's cache, whole or partial, else the catalog: cloud/billing.py
+        # cached_prices) are read while the cloud is asked.
+        price_call = asyncio.ensure_future(cached_prices(endpoints, cfg, cache_dir(ctx.root)))
         try:
             # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
             resources, job = await collect_with_job(ctx)
@@ -211,7 +220,7 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         await ctx.close()
     if as_json:
         out(json.dumps({"resources": [{k: r.as_json()[k] for k in ("kind", "name", "state", "owned",
-                                                                   "leak", "detail")}
+                                                                   "leak", "detail", "hand_delete")}
                                       for r in resources], "job": job,
                         "background": bg.as_json() if bg else None, "cost": cost}, indent=2))
         return 0
@@ -221,6 +230,8 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
     for r in resources:
         mark = "LEAK " if r.leak else ("" if r.owned or not r.present else "(not rltui's) ")
         out(f"  {r.kind:<22} {r.name:<46} {r.state:<11} {mark}{r.detail}")
+        if r.present and not r.owned and not r.leak and r.hand_delete:
+            out(f"  {'':<22} to delete it by hand: {r.hand_delete}")
     if job:
         step = f" step {job['step']}/{job['total_steps']}" if job.get("step") else ""
         attempts = job.get("attempts") or []
@@ -228,13 +239,16 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         out(f"  job {job['id']}: {job['status']}{step}{tries}")
         if job.get("recovery"):
             out(f"    {job['recovery']}")
-    out(f"  {_cost_line(cost)}")
+    for line in _cost_lines(cost):
+        out(f"  {line}")
     return 0
 
 
 async def _cost(cfg: RLConfig, price_call: asyncio.Future[Any], resources: list[Any]) -> dict[str, Any]:
-    """status's "cost": {"per_hour", "since_created", "currency", "as_of"} (an estimate). Prices
-    that cannot be read leave per_hour null with the reason, unless nothing priced exists (0)."""
+    """status's "cost": {"per_hour", "since_created", "currency", "as_of", "unpriced", "notes"}
+    (an estimate: rltui/cost.py Estimate.as_json). `unpriced` names the lines that exist and
+    that the catalog had no price for (left out of both figures). Prices that cannot be read
+    leave per_hour null with the reason, unless nothing priced exists (0)."""
     from .cloud.errors import CloudError
     from .cost import PRICED_KINDS, estimate
 
@@ -243,7 +257,19 @@ async def _cost(cfg: RLConfig, price_call: asyncio.Future[Any], resources: list[
     except CloudError as exc:
         exists = any(r.present and not r.leak and r.kind in PRICED_KINDS for r in resources)
         return {"per_hour": None if exists else 0.0, "since_created": None if exists else 0.0,
-                "currency": "USD", "as_of": None, "estimate": True, "error": exc.message}
+                "currency": "USD", "as_of": None, "estimate": True, "unpriced": [], "notes": [],
+                "error": exc.message}
+
+
+def _cost_lines(cost: dict[str, Any]) -> list[str]:
+    """The cost as status prints it: the figures, then what they leave out, one line each."""
+    from .cost import unpriced_text
+
+    out = [_cost_line(cost)]
+    if text := unpriced_text(cost.get("unpriced") or ()):
+        out.append(f"  {text} (left out of the estimate)")
+    out += [f"  ({note})" for note in cost.get("notes") or ()]
+    return out
 
 
 def _cost_line(cost: dict[str, Any]) -> str:
@@ -257,6 +283,14 @@ def _cost_line(cost: dict[str, Any]) -> str:
 
 
 # --- down -------------------------------------------------------------------------------------
+
+# What holds what: the objects on the cluster, Lustre (holds the peering), the peering (holds
+# the range), the range, then the cluster and the rest of xpk's blueprint (routers hold their
+# NAT IPs; rules, subnetworks and all of these hold the networks).
+_HAND_ORDER = ("RayCluster", "PersistentVolumeClaim", "PersistentVolume", "Secret",
+               "Lustre instance", "VPC peering", "IP range", "GKE cluster", "Cloud NAT",
+               "Cloud Router", "NAT IP", "Firewall rule", "Subnetwork", "VPC network")
+
 
 def _state_of(result: Any, step: str) -> str | None:
     state = result.states.get(step)
@@ -295,12 +329,25 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
     finally:
         await ctx.close()
     left = [r for r in after if r.present and (r.owned or r.leak)]
+    foreign = [r for r in after if r.present and not r.owned and not r.leak]
     for name in result.failed:
         out(f"FAILED {name}: {result.messages.get(name, '')}")
+    if foreign:
+        # Kept, not failed: rltui deletes only what it made (plan/ownership.py). Listed in the
+        # order they can be deleted in (each refuses while a later one's user is there).
+        out("not rltui's, left alone (still there), in the order they can be deleted:")
+        for r in sorted(foreign, key=lambda r: _HAND_ORDER.index(r.kind)
+                        if r.kind in _HAND_ORDER else len(_HAND_ORDER)):
+            out(f"  {r.kind} {r.name}: {r.state}"
+                + (f"; to delete it by hand: {r.hand_delete}" if r.hand_delete else ""))
     if left:
         out("left behind (still billed):")
         for r in left:
             out(f"  {'LEAK ' if r.leak else ''}{r.kind} {r.name}: {r.state}")
         return 1
+    if foreign:
+        out(f"leak scan: rltui's own are gone from {cfg.project_id}; {len(foreign)} not rltui's"
+            f" still there, listed above ({fmt_s(result.elapsed_s)})")
+        return 0
     out(f"leak scan: nothing of rltui's left in {cfg.project_id} ({fmt_s(result.elapsed_s)})")
     return 0

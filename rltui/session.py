@@ -158,6 +158,13 @@ class Session:
         return plan_view(self.runner(), self.endpoints.time_scale)
 
     async def up(self, listener: Listener, targets: set[str] | None = None) -> RunResult:
+        """The plan; refused at once, before anything is created, without xpk on PATH."""
+        from .plan.preflight import xpk_missing
+        from .plan.step import PermanentError
+
+        missing = xpk_missing(self.endpoints)
+        if missing:
+            raise PermanentError(missing)
         return await self.runner(listener).up(targets)
 
     async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:

@@ -6,7 +6,8 @@ after a create: a refusal with ErrorInfo reason CLUSTER_ALREADY_HAS_OPERATION is
 patiently, whatever its wording (cloud/errors.py). Enabling the Lustre CSI driver on a running
 cluster reaches existing nodes only when they are recreated, which xpk does by "upgrading"
 each node pool to its own version (xpk 1.16.0 core/nodepool.py
-recreate_nodes_in_existing_node_pools): `recreate_node_pool` does the same through the API.
+recreate_nodes_in_existing_node_pools): `recreate_node_pool` does the same through the API,
+as many nodes at once as the pool's upgrade settings allow (`set_upgrade_settings`).
 """
 
 from __future__ import annotations
@@ -121,6 +122,29 @@ class GkeAdapter:
                 "image_type": np.config.image_type or "COS_CONTAINERD"}, timeout=CALL_TIMEOUT_S)
 
         await self._operation(call, f"recreate nodes of {pool}", expected_s=expected_s)
+
+    async def set_upgrade_settings(self, pool: str, *, max_surge: int, max_unavailable: int,
+                                   expected_s: float) -> None:
+        """A pool's surge upgrade settings, alone in an UpdateNodePool (how many nodes an
+        upgrade takes at once: "(maxUnavailable + maxSurge) determines the level of
+        parallelism", google-cloud-container 2.67.0 NodePool.UpgradeSettings). The request
+        carries only `upgrade_settings` with the SURGE strategy, as terraform-provider-google
+        v7.40.0 sends it (google/services/container/resource_container_node_pool.go, lines
+        1912-1990)."""
+        from google.cloud import container_v1
+
+        settings = container_v1.NodePool.UpgradeSettings(
+            strategy=container_v1.NodePoolUpdateStrategy.SURGE, max_surge=max_surge,
+            max_unavailable=max_unavailable)
+
+        async def call() -> Any:
+            return await self.client.update_node_pool(request={
+                "name": f"{self.name}/nodePools/{pool}", "upgrade_settings": settings},
+                timeout=CALL_TIMEOUT_S)
+
+        await self._operation(call, f"set the upgrade settings of {pool}"
+                              f" (surge {max_surge}, unavailable {max_unavailable})",
+                              expected_s=expected_s)
 
     async def operations(self) -> builtins.list[Any]:
         """This cluster's operations (GKE's own included), oldest first."""

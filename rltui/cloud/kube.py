@@ -53,6 +53,7 @@ KINDS = {k.plural: k for k in (
     Kind("persistentvolumeclaims", "PersistentVolumeClaim", "namespaced_persistent_volume_claim"),
     Kind("events", "Event", "namespaced_event"),
     Kind("nodes", "Node", "node", namespaced=False),
+    Kind("csinodes", "CSINode", "csi_node", namespaced=False, api="StorageV1Api"),
     Kind("rayclusters", "RayCluster", group="ray.io"),
     # The job supervisor's objects (manifests_supervisor.py).
     Kind("configmaps", "ConfigMap", "namespaced_config_map"),

@@ -2,7 +2,8 @@
 
 Official clients where they exist (FACTS, "official clients that exist"): google-cloud-service-usage
 (async gRPC) for the APIs; google-cloud-compute (REST only and sync: every call runs in a
-thread) for networks, subnetworks, global addresses and firewall rules. Absence is the
+thread) for networks, subnetworks, global and regional addresses, firewall rules and Cloud
+Routers (their NATs are part of the router: compute.v1 Router.nats). Absence is the
 client's NotFound or an empty list, never an error's wording. Service Networking has no
 client package (and gcloud 528 cannot be pointed at another host for it): its REST API is
 spoken directly (cloud/servicenetworking.py), and "no peering" is an empty connection list.
@@ -187,6 +188,61 @@ class NetworkAdapter:
         await self._wait(f"delete firewall rule {name}", lambda: self._compute("Firewalls").delete(
             project=self.project, firewall=name, timeout=CALL_TIMEOUT_S), missing_ok=True)
 
+    async def firewall(self, name: str) -> Any | None:
+        return await self._get(f"firewall rule {name}", lambda: self._compute("Firewalls").get(
+            project=self.project, firewall=name, timeout=CALL_TIMEOUT_S), None)
+
+    async def create_firewall(self, name: str, *, network: str, source_ranges: list[str],
+                              tcp_ports: list[str], description: str,
+                              on_line: Line | None = None) -> None:
+        """An INGRESS rule allowing `tcp_ports` from `source_ranges` to every instance of
+        `network` (no target tags: firewalls.insert's default targets the whole network). One
+        already there under that name (a retry after a lost answer) is left as it is: the
+        caller reads it back."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
+
+        body = compute_v1.Firewall(
+            name=name, network=f"projects/{self.project}/global/networks/{network}",
+            direction="INGRESS", priority=1000, source_ranges=list(source_ranges),
+            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=list(tcp_ports))],
+            description=description)
+
+        def start() -> Any:
+            try:
+                return self._compute("Firewalls").insert(
+                    project=self.project, firewall_resource=body, timeout=CALL_TIMEOUT_S)
+            except gexc.Conflict:
+                return _Done()
+
+        if on_line:
+            on_line(f"allowing tcp:{','.join(tcp_ports)} from {', '.join(source_ranges)}"
+                    f" on {network} (firewall rule {name})")
+        await self._wait(f"create firewall rule {name}", start)
+
+    # --- Cloud Routers (with their NATs) and regional addresses (NAT IPs) ---
+
+    async def routers(self, region: str) -> list[Any]:
+        return await self._get(f"list routers in {region}", lambda: list(
+            self._compute("Routers").list(project=self.project, region=region,
+                                          timeout=CALL_TIMEOUT_S)), [])
+
+    async def delete_router(self, region: str, name: str) -> None:
+        """The router and its NATs (a NAT is a field of its router: compute.v1 Router.nats)."""
+        await self._wait(f"delete router {name}", lambda: self._compute("Routers").delete(
+            project=self.project, region=region, router=name, timeout=CALL_TIMEOUT_S),
+            missing_ok=True, region=region)
+
+    async def regional_addresses(self, region: str) -> list[Any]:
+        return await self._get(f"list addresses in {region}", lambda: list(
+            self._compute("Addresses").list(project=self.project, region=region,
+                                            timeout=CALL_TIMEOUT_S)), [])
+
+    async def delete_regional_address(self, region: str, name: str) -> None:
+        await self._wait(f"delete address {name}", lambda: self._compute("Addresses").delete(
+            project=self.project, region=region, address=name, timeout=CALL_TIMEOUT_S),
+            missing_ok=True, region=region)
+
     # --- the range Service Networking peers with (Compute global addresses) ---
 
     async def address(self, name: str) -> Any | None:
@@ -198,13 +254,19 @@ class NetworkAdapter:
             self._compute("GlobalAddresses").list(project=self.project, timeout=CALL_TIMEOUT_S)), [])
 
     async def create_address(self, name: str, network: str, prefix_length: int = 24,
-                             on_line: Line | None = None) -> None:
+                             on_line: Line | None = None,
+                             labels: dict[str, str] | None = None) -> None:
+        """Reserve the range, with `labels` in the insert's body; labels the insert did not
+        keep are then set with globalAddresses.setLabels, as terraform-provider-google v7.40.0
+        does for a global address ("Labels cannot be set in a create":
+        google/services/compute/resource_compute_global_address.go, lines 343-347 and
+        406-446; the compute.v1 Address.labels field says the same)."""
         from google.api_core import exceptions as gexc
         from google.cloud import compute_v1
 
         body = compute_v1.Address(
             name=name, purpose="VPC_PEERING", address_type="INTERNAL",
-            prefix_length=prefix_length,
+            prefix_length=prefix_length, labels=dict(labels or {}),
             network=f"projects/{self.project}/global/networks/{network}")
 
         def start() -> Any:
@@ -217,6 +279,22 @@ class NetworkAdapter:
         if on_line:
             on_line(f"reserving {name} (/{prefix_length}) on {network}")
         await self._wait(f"create address {name}", start)
+        if labels:
+            made = await self.address(name)
+            if made is not None and not labels.items() <= dict(made.labels).items():
+                await self.set_address_labels(name, {**dict(made.labels), **labels},
+                                              made.label_fingerprint)
+
+    async def set_address_labels(self, name: str, labels: dict[str, str],
+                                 fingerprint: str) -> None:
+        """globalAddresses.setLabels: the whole label set, with the fingerprint last read."""
+        from google.cloud import compute_v1
+
+        body = compute_v1.GlobalSetLabelsRequest(labels=labels, label_fingerprint=fingerprint)
+        await self._wait(f"label address {name}", lambda: self._compute("GlobalAddresses")
+                         .set_labels(project=self.project, resource=name,
+                                     global_set_labels_request_resource=body,
+                                     timeout=CALL_TIMEOUT_S))
 
     async def delete_address(self, name: str, on_line: Line | None = None) -> None:
         if on_line:

@@ -1,9 +1,14 @@
 """What exists now, as the cloud sees it: the plan's resources, and leaks that look like rltui's.
 
-"Owned" means rltui made it, read from the cloud: the GKE cluster and the Lustre instance carry
-`managed-by=rltui` (the cluster gets it right after xpk creates it), xpk's networks belong to
-a cluster that is rltui's (by that label, or by xpk's own state in rltui's folder for it:
-plan/xpkstate.py), the Kubernetes objects carry `app.kubernetes.io/managed-by=rltui`. An API
+"Owned" means rltui made it, read from the cloud (plan/ownership.py): the GKE cluster, the
+Lustre instance and the IP range carry `managed-by=rltui` (the cluster gets it right after xpk
+creates it), rltui's Lustre firewall rule carries it in its description, the peering reserves
+rltui's range alone, xpk's blueprint (networks, subnetworks, firewall rules, Cloud Routers with
+their NATs, NAT IPs: plan/xpkstate.py blueprint_names) belongs to a cluster that is rltui's (by
+that label, or by xpk's own state in rltui's folder for it), the Kubernetes objects carry
+`app.kubernetes.io/managed-by=rltui`. What is there and not rltui's is listed with the command
+that deletes it by hand (Resource.hand_delete). The blueprint's networks are listed present or
+absent; its other parts only when present. An API
 that is off (ErrorInfo SERVICE_DISABLED, a fresh project) holds nothing: its resources are
 absent, not an error. A leak is something owned that the current env.sh's
 plan does not know (e.g. left by an earlier run with another cluster name): `down` must
@@ -14,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import manifests
-from . import xpkstate
+from . import leftovers, xpkstate
 from .context import Context
+from .ownership import hand_delete, lustre_rule_name, marked, peering_marked, rule_marked
 
 if TYPE_CHECKING:
     from ..cost import Estimate, Prices
@@ -37,6 +44,12 @@ class Resource:
     leak: bool = False
     detail: str = ""
     created: str = ""   # RFC 3339, from the cloud (GKE cluster, Lustre instance); "": not known
+    # "GKE cluster" only: one entry per GPU node of the plan's machine type that exists, its
+    # creation time (RFC 3339) or "" when only the node pool's count is known (rltui/cost.py
+    # `pool_gpu_nodes`); the cost meter charges GPUs for these alone, each from its own time.
+    gpu_nodes: tuple[str, ...] = ()
+    # Present and not rltui's: the command that deletes it by hand (plan/ownership.py).
+    hand_delete: str = ""
 
     @property
     def present(self) -> bool:
@@ -47,28 +60,13 @@ class Resource:
 
 
 async def prices(ctx: Context) -> Prices:
-    """The plan's unit prices: the state folder's cache when under a day old, else the Cloud
-    Billing Catalog's (rltui/cloud/billing.py), then cached. Blocking file I/O runs in a thread."""
-    from ..cloud.billing import BillingAdapter
-    from ..cost import cache_file, load_cached, save_cached, wanted
+    """The plan's unit prices: the state folder's cache when under a day old (kept with the SKUs
+    the catalog lacked, so a missing one does not page the catalog again), else the Cloud
+    Billing Catalog's (rltui/cloud/billing.py cached_prices)."""
+    from ..cloud.billing import cached_prices
     from .folders import cache_dir
 
-    catalog = "sandbox" if ctx.endpoints.grpc_target else "google"
-    path = cache_file(cache_dir(ctx.root), ctx.cfg, catalog)
-    cached = await asyncio.to_thread(load_cached, path)
-    if cached is not None:
-        return cached
-    adapter = BillingAdapter(ctx.endpoints)
-    try:
-        fresh = await adapter.prices(wanted(ctx.cfg))
-    finally:
-        await adapter.close()
-    if not fresh.missing:  # a partial answer is shown, not kept for a day
-        try:
-            await asyncio.to_thread(save_cached, path, fresh)
-        except OSError as exc:  # a read-only state folder: the prices are still good now
-            logging.getLogger(__name__).warning("prices not cached in %s: %s", path, exc)
-    return fresh
+    return await cached_prices(ctx.endpoints, ctx.cfg, cache_dir(ctx.root))
 
 
 async def cost(ctx: Context, resources: list[Resource],
@@ -95,7 +93,7 @@ def _xpk_state(ctx: Context, cluster: str) -> bool:
 
 
 def _labelled(cluster: Any) -> bool:
-    return cluster is not None and cluster.resource_labels.get("managed-by") == "rltui"
+    return cluster is not None and marked(cluster.resource_labels)
 
 
 async def collect(ctx: Context) -> list[Resource]:
@@ -119,38 +117,97 @@ async def _gather(ctx: Context, *, with_job: bool
     cfg = ctx.cfg
     cluster_call = asyncio.ensure_future(ctx.gke.get())
     creds_call = asyncio.ensure_future(_fresh_credentials(ctx))
+    region = cfg.region
     try:
-        (cluster, clusters, networks, lustre_all, address, peering,
-         (kube_objects, job)) = await asyncio.gather(
+        (cluster, clusters, networks, lustre_all, address, peering, (kube_objects, job),
+         routers, nat_ips, firewalls, subnets) = await asyncio.gather(
             cluster_call, ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
             ctx.network.address(cfg.address_name), _peering(ctx, cfg.network),
-            _kubernetes(ctx, cluster_call, creds_call, with_job))
+            _kubernetes(ctx, cluster_call, creds_call, with_job),
+            ctx.network.routers(region), ctx.network.regional_addresses(region),
+            ctx.network.firewalls(), ctx.network.subnetworks(region))
     finally:
         for call in (cluster_call, creds_call):
             _drop(call)
+    from ..cost import pool_gpu_nodes
+
     ours = _labelled(cluster) or _xpk_state(ctx, cfg.cluster_name)
     out = [Resource("GKE cluster", cfg.cluster_name,
                     cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
                     detail=f"{sum(p.initial_node_count for p in cluster.node_pools)} nodes"
-                    if cluster else "", created=cluster.create_time if cluster else "")]
+                    if cluster else "", created=cluster.create_time if cluster else "",
+                    gpu_nodes=pool_gpu_nodes(cluster, cfg.device.machine_type))]
+    if cluster is not None and not ours:
+        out[0] = replace(out[0], hand_delete=hand_delete("GKE cluster", cfg.cluster_name, cfg))
+    blueprint = xpkstate.blueprint_names(cfg.cluster_name, region)
     names = {n.name for n in networks}
-    for name in xpkstate.blueprint_names(cfg.cluster_name).networks:
-        out.append(Resource("VPC network", name, "present" if name in names else "absent",
-                            ours or name not in names))
-    out.append(Resource("IP range", cfg.address_name, "present" if address else "absent", True,
-                        detail=f"{address.address}/{address.prefix_length}" if address else ""))
-    out.append(Resource("VPC peering", f"servicenetworking on {cfg.network}",
-                        "present" if peering else "absent", True))
+    for name in blueprint.networks:
+        out.append(_owned(cfg, Resource("VPC network", name,
+                                        "present" if name in names else "absent", ours)))
+    out += _blueprint(cfg, leftovers.select(blueprint, routers, nat_ips, firewalls, subnets, []),
+                      ours)
+    address_ours = address is not None and marked(address.labels)
+    out.append(_owned(cfg, Resource(
+        "IP range", cfg.address_name, "present" if address else "absent", address_ours,
+        detail=f"{address.address}/{address.prefix_length}" if address else "")))
+    out.append(_owned(cfg, Resource(
+        "VPC peering", f"servicenetworking on {cfg.network}", "present" if peering else "absent",
+        peering_marked(peering, cfg.address_name, address),
+        detail=", ".join(peering.get("reservedPeeringRanges") or []) if peering else "")))
+    rule_name = lustre_rule_name(cfg.network)
+    rule = next((f for f in firewalls if f.name == rule_name), None)
+    out.append(_owned(cfg, Resource(
+        "Firewall rule", rule_name, "present" if rule else "absent", rule_marked(rule),
+        detail=", ".join(rule.source_ranges) if rule else "")))
     inst = next((i for i in lustre_all if i.name.endswith(f"/instances/{cfg.lustre_instance_id}")),
                 None)
-    out.append(Resource("Lustre instance", cfg.lustre_instance_id,
-                        inst.state.name.lower() if inst else "absent",
-                        bool(inst and inst.labels.get("managed-by") == "rltui") or inst is None,
-                        detail=f"{inst.capacity_gib} GiB" if inst else "",
-                        created=_rfc3339(getattr(inst, "create_time", None))))
-    out += kube_objects
-    out += _leaks(ctx, clusters, networks, lustre_all)
+    out.append(_owned(cfg, Resource("Lustre instance", cfg.lustre_instance_id,
+                                    inst.state.name.lower() if inst else "absent",
+                                    bool(inst and marked(inst.labels)),
+                                    detail=f"{inst.capacity_gib} GiB" if inst else "",
+                                    created=_rfc3339(getattr(inst, "create_time", None)))))
+    out += [_owned(cfg, r) for r in kube_objects]
+    out += _leaks(ctx, clusters, networks, lustre_all, routers, nat_ips)
     return out, job
+
+
+def _owned(cfg: Any, r: Resource, **where: str) -> Resource:
+    """An absent resource counts as rltui's (nothing to keep); a present one not rltui's
+    carries the command that deletes it by hand."""
+    if not r.present:
+        return replace(r, owned=True)
+    if r.owned or r.leak:
+        return r
+    name = r.name.split(" on ", 1)[0] if r.kind == "Cloud NAT" else r.name
+    return replace(r, hand_delete=hand_delete(r.kind, name, cfg, **where))
+
+
+def _blueprint(cfg: Any, left: leftovers.Leftovers, ours: bool) -> list[Resource]:
+    """The blueprint's Cloud Routers, their NATs, NAT IPs, firewall rules and subnetworks that
+    are there (the networks are listed on their own)."""
+    out = []
+    for router in left.routers:
+        out.append(_owned(cfg, Resource("Cloud Router", router.name, "present", ours,
+                                        detail=router.network.rsplit("/", 1)[-1])))
+        for nat in router.nats:
+            # A NAT is billed from its router's creation (compute.v1 Router.creationTimestamp).
+            out.append(_owned(cfg, Resource("Cloud NAT", f"{nat.name} on {router.name}",
+                                            "present", ours,
+                                            detail=f"{len(nat.nat_ips)} NAT IPs",
+                                            created=str(router.creation_timestamp or "")),
+                              router=router.name))
+    for address in left.nat_ips:
+        out.append(_owned(cfg, Resource("NAT IP", address.name,
+                                        str(address.status or "present").lower(), ours,
+                                        detail=address.address,
+                                        created=str(address.creation_timestamp or ""))))
+    for rule in left.firewalls:
+        out.append(_owned(cfg, Resource("Firewall rule", rule.name, "present", ours,
+                                        detail=rule.network.rsplit("/", 1)[-1])))
+    for subnet in left.subnets:
+        out.append(_owned(cfg, Resource("Subnetwork", subnet.name, "present", ours,
+                                        detail=subnet.network.rsplit("/", 1)[-1])))
+    return out
 
 
 def _rfc3339(value: Any) -> str:
@@ -250,8 +307,8 @@ def _kube_resource(kind: str, plural: str, name: str, obj: Any) -> Resource:
     return Resource(kind, name, state, owned)
 
 
-def _leaks(ctx: Context, clusters: list[Any], networks: list[Any],
-           lustre_all: list[Any]) -> list[Resource]:
+def _leaks(ctx: Context, clusters: list[Any], networks: list[Any], lustre_all: list[Any],
+           routers: list[Any], nat_ips: list[Any]) -> list[Resource]:
     cfg = ctx.cfg
     leaks = []
     owned_clusters = set()
@@ -274,4 +331,16 @@ def _leaks(ctx: Context, clusters: list[Any], networks: list[Any],
                                                   or _xpk_state(ctx, other)):
                     leaks.append(Resource("VPC network", name, "present", True, leak=True,
                                           detail=f"made by xpk for cluster {other}"))
+    # Another rltui cluster's blueprint routers and NAT IPs: `<other>-net-<i>-router`,
+    # `<other>-net-<i>-nat-ips-<region>-<j>` (plan/xpkstate.py blueprint_names).
+    for kind, items, pattern in (
+            ("Cloud Router", routers, r"(.+)-net-[01]-router"),
+            ("NAT IP", nat_ips, rf"(.+)-net-[01]-nat-ips-{re.escape(cfg.region)}-\d+")):
+        for item in items:
+            m = re.fullmatch(pattern, item.name)
+            other = m[1] if m else None
+            if other and other != cfg.cluster_name and (other in owned_clusters
+                                                        or _xpk_state(ctx, other)):
+                leaks.append(Resource(kind, item.name, "present", True, leak=True,
+                                      detail=f"made by xpk for cluster {other}"))
     return leaks

@@ -60,6 +60,25 @@ async def auth_checks(endpoints: Endpoints) -> list[Check]:
     return checks
 
 
+# xpk's docs (docs/installation.md, "Install XPK", option A: `pip install xpk`), pinned to the
+# release rltui drives (its flags: tests/data/xpk_1.16.0_flags.json).
+XPK_VERSION = "1.16.0"
+XPK_INSTALL = f"pip install xpk=={XPK_VERSION}"
+
+
+def xpk_missing(endpoints: Endpoints) -> str | None:
+    """One line when `xpk` is not on the PATH rltui gives it (the endpoints' tool folders
+    first: the sandbox's bin folder in sandbox mode), else None. `up` cannot create the
+    cluster without it, so it refuses before anything is created."""
+    env = endpoints.subprocess_env()
+    if shutil.which("xpk", path=env.get("PATH")):
+        return None
+    first = ", ".join(str(d) for d in endpoints.tool_dirs)
+    where = f"looked in {first} first, then PATH" if first else "looked in PATH"
+    return (f"xpk is not on PATH ({where}): install it with `{XPK_INSTALL}` (xpk's docs: pip"
+            " install xpk), then run up again; nothing was created")
+
+
 async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem], endpoints: Endpoints,
                     ctx: Context | None, *, cloud: bool = True) -> list[Check]:
     """The local checks, and with a context the APIs; with `cloud` also plan/checks.py's."""
@@ -71,7 +90,7 @@ async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem
     for tool in ("xpk", "gcloud", "kubectl"):
         found = shutil.which(tool, path=env.get("PATH"))
         checks.append(Check(f"{tool} on PATH", bool(found), found or "",
-                            "" if found else (f"pip install {tool}" if tool == "xpk" else
+                            "" if found else (XPK_INSTALL if tool == "xpk" else
                                               f"install {tool} (Cloud Shell has it)")))
     # xpk 1.16.0 exits 1 ("Failed to find gcloud credential directory") without it
     # (xpk src/xpk/commands/cluster_gcluster.py check_gcloud_authenticated).

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Itera
 from rltui.backoff import delay_s
 from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
 from rltui.plan.graph import closure as _closure, destroy_needs as _destroy_needs, topo as _topo, validate as _validate
-from rltui.plan.step import (PermanentError, Probe, Step, StepOutput, StepState, TransientError,
-                             kept_words)
+from rltui.plan.step import (Kept, PermanentError, Probe, Step, StepOutput, StepState,
+                             TransientError, kept_words)
 
 if TYPE_CHECKING:
     from rltui.plan.context import Context
@@ -344,6 +344,8 @@ class Runner:
                 raise
             except PermanentError as exc:
                 return S.FAILED, _describe(exc)
+            except Kept as exc:    # down: there, but not rltui's (Step.destroy)
+                return S.SKIPPED, str(exc)
             except Exception as exc:
                 if not policy.is_transient(exc):
                     log.warning("step %s failed", tr.step.name, exc_info=exc)

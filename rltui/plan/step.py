@@ -67,6 +67,12 @@ class PermanentError(Exception):
     """Retrying cannot help. The message tells the user what to do."""
 
 
+class Kept(Exception):
+    """Raised by destroy(): the object is there but is not rltui's (it lacks rltui's mark:
+    plan/ownership.py), so it is left alone. The row ends SKIPPED with the message, which says
+    why and gives the command that deletes it by hand: a kept outcome, not a failure."""
+
+
 class StepOutput:
     """What a running step reports: streamed output lines, a progress fraction, status notes.
 

@@ -1,45 +1,50 @@
 """The codelab's steps, each by its name: probe the cloud, apply, destroy.
 
-Graph (arrows: "needs"; ~ "alongside": pulled into the run and blocked by its failure, not
+Up (arrows: "needs"; ~ "alongside": pulled into the run and blocked by its failure, not
 waited for):
 
-    enable_apis -> xpk_cluster
-                -> network_ready -> addons ~ xpk_cluster --------------------+
-                                 -> credentials ~ xpk_cluster -> secret -----+-> raycluster
-                                                              -> pv_pvc -----+   -> dashboard
+    enable_apis -> xpk_cluster -> addons ---------------------------------------+
+                               -> lustre_firewall (and ip_range) ---------------+
+                -> network_ready -> credentials ~ xpk_cluster -> secret --------+-> raycluster
+                                                              -> pv_pvc --------+   -> dashboard
                                  -> ip_range -> peering -> lustre_instance -> pv_pvc
 
-The Lustre chain waits only for xpk's network, not for xpk to finish; the addons and the
-credentials wait for xpk's control plane (the addon update goes in before xpk's GPU pool, so
-its nodes need no recreation: AddonsStep). Down runs the graph backwards: the GKE cluster goes
-through the GKE API once the Kubernetes objects are gone, while Lustre is deleted; only xpk's
-networks (network_ready's row: `xpk cluster delete`, which finds the cluster gone and removes
-the rest) wait for the peering, the range and Lustre, which would otherwise keep the network
-in use.
+The Lustre chain waits only for xpk's network, and the Secret and the PV/PVC only for its
+control plane (Kubernetes objects, not GKE operations: steps_kube.py); nothing that changes
+the GKE cluster runs while xpk does (the addons wait for its exit: AddonsStep), and every wait
+on what xpk makes ends as soon as no xpk is at work (ContextStep.wait_for_xpk).
+
+Down runs the graph backwards: the RayCluster and the other Kubernetes objects, the Lustre
+instance, the peering, the IP range and rltui's firewall rule, then `xpk cluster delete` while
+the cluster still exists (xpk_cluster's row: the cluster and its whole blueprint), then
+whatever of the blueprint is left, by its names (network_ready's row). Without xpk's state,
+an rltui cluster goes through the GKE API and its blueprint by name. What is not rltui's is
+kept (plan/ownership.py).
 """
 
 from __future__ import annotations
 
 from .context import Context
 from .step import Step
+from .steps_addons import AddonsStep, gke_version
 from .steps_base import ContextStep, _gke_lock
-from .steps_cluster import (AddonsStep, CredentialsStep, EnableApisStep, XpkClusterStep,
-                            gke_version)
+from .steps_cluster import CredentialsStep, EnableApisStep, XpkClusterStep
 from .steps_kube import DashboardStep, PvPvcStep, RayClusterStep, SecretStep
-from .steps_lustre import IpRangeStep, LustreInstanceStep, NetworkReadyStep, PeeringStep
+from .steps_lustre import (IpRangeStep, LustreFirewallStep, LustreInstanceStep,
+                           NetworkReadyStep, PeeringStep)
 
 __all__ = [
     "AddonsStep", "ContextStep", "CredentialsStep", "DashboardStep", "EnableApisStep",
-    "IpRangeStep", "LustreInstanceStep", "NetworkReadyStep", "PeeringStep", "PvPvcStep",
-    "RayClusterStep", "STEP_TYPES", "SecretStep", "XpkClusterStep", "build_plan", "gke_version",
-    "_gke_lock",
+    "IpRangeStep", "LustreFirewallStep", "LustreInstanceStep", "NetworkReadyStep",
+    "PeeringStep", "PvPvcStep", "RayClusterStep", "STEP_TYPES", "SecretStep", "XpkClusterStep",
+    "build_plan", "gke_version", "_gke_lock",
 ]
 
 
 STEP_TYPES: tuple[type[ContextStep], ...] = (
     EnableApisStep, XpkClusterStep, NetworkReadyStep, IpRangeStep, PeeringStep,
-    LustreInstanceStep, AddonsStep, CredentialsStep, SecretStep, PvPvcStep, RayClusterStep,
-    DashboardStep,
+    LustreInstanceStep, LustreFirewallStep, AddonsStep, CredentialsStep, SecretStep, PvPvcStep,
+    RayClusterStep, DashboardStep,
 )
 
 

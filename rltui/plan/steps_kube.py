@@ -1,4 +1,12 @@
-"""What lives in the cluster: the Secret, the Lustre PV/PVC, the RayCluster, the dashboard."""
+"""What lives in the cluster: the Secret, the Lustre PV/PVC, the RayCluster, the dashboard.
+
+The Secret and the PV/PVC are applied while xpk may still run (they need the credentials, not
+xpk's exit): they are Kubernetes objects, not GKE operations, and the blueprint's
+kubectl-apply modules apply only their own manifests, each a Helm release of its own (Cluster
+Toolkit v1.94.0 modules/management/kubectl-apply/main.tf, module "kubectl_apply_manifests",
+lines 171-189). Down deletes only objects that carry rltui's label
+(app.kubernetes.io/managed-by=rltui: manifests.MANAGED_BY); others are kept.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,18 @@ from typing import Any
 
 from .. import manifests
 from .context import Context
-from .step import PermanentError, Probe, StepOutput, StepState, TransientError
+from .ownership import hand_delete, k8s_marked, not_rltuis
+from .step import Kept, PermanentError, Probe, StepOutput, StepState, TransientError
 from .steps_base import ContextStep
+
+
+async def _only_rltuis(kube: Any, cfg: Any, *objects: tuple[str, str, str]) -> None:
+    """Kept (nothing deleted) when any of (plural, kind, name) is there without rltui's label."""
+    for plural, kind, name in objects:
+        obj = await kube.get(plural, name)
+        if obj is not None and not k8s_marked(obj):
+            raise Kept(not_rltuis(f"{kind} {name} has no app.kubernetes.io/managed-by=rltui"
+                                  " label", hand_delete(kind, name, cfg)))
 
 class SecretStep(ContextStep):
     name, title = "secret", "Secret (HF_TOKEN, WANDB_API_KEY)"
@@ -42,7 +60,9 @@ class SecretStep(ContextStep):
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
-        await kube.delete("secrets", manifests.secret_name(self.cfg))
+        name = manifests.secret_name(self.cfg)
+        await _only_rltuis(kube, self.cfg, ("secrets", "Secret", name))
+        await kube.delete("secrets", name)
 
 
 class PvPvcStep(ContextStep):
@@ -110,13 +130,18 @@ class PvPvcStep(ContextStep):
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
+        await _only_rltuis(kube, self.cfg,
+                           ("persistentvolumeclaims", "PersistentVolumeClaim", self.cfg.pvc_name),
+                           ("persistentvolumes", "PersistentVolume", self.cfg.pv_name))
         await kube.delete("persistentvolumeclaims", self.cfg.pvc_name)
         await kube.delete("persistentvolumes", self.cfg.pv_name)
 
 
 class RayClusterStep(ContextStep):
     name, title = "raycluster", "RayCluster ready"
-    needs = ("addons", "pv_pvc", "secret")
+    # Its pods mount Lustre: the driver on their nodes (addons), the volume, the firewall
+    # rule that lets Lustre's traffic reach them.
+    needs = ("addons", "pv_pvc", "secret", "lustre_firewall")
     expected_key, destroy_key = "image_pull", "raycluster_delete"
 
     def __init__(self, ctx: Context) -> None:
@@ -160,6 +185,7 @@ class RayClusterStep(ContextStep):
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
+        await _only_rltuis(kube, self.cfg, ("rayclusters", "RayCluster", self.cfg.cluster_name))
         await kube.delete("rayclusters", self.cfg.cluster_name, wait=True,
                           timeout_s=max(3 * (self.destroy_expected_s or 60.0), 60.0))
 

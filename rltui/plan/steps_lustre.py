@@ -1,101 +1,100 @@
 """The Lustre chain: xpk's network, the IP range, the Service Networking peering, the Managed
-Lustre instance. It waits only for xpk's network, not for xpk to finish."""
+Lustre instance, and the firewall rule that lets the nodes reach it. It waits only for xpk's
+network, not for xpk to finish."""
 
 from __future__ import annotations
 
 from shlex import join
 
+from typing import Any
+
 from ..cloud.errors import CloudError
 from . import xpkstate
 from .context import Context
-from .step import PermanentError, Probe, StepOutput, StepState, TransientError
-from .steps_base import ContextStep
+from .ownership import (MANAGED_BY, RULE_MARK, hand_delete, lustre_rule_name, marked,
+                        not_rltuis, peering_marked, rule_marked)
+from .step import Kept, PermanentError, Probe, StepOutput, TransientError
+from .steps_base import XPK_WAIT_ATTEMPTS, ContextStep
 
 class NetworkReadyStep(ContextStep):
-    """Waits for the VPC network xpk makes first, so the Lustre chain starts early.
+    """Waits for the VPC network xpk makes first, so the Lustre chain starts early; the wait
+    ends as soon as no xpk is at work to make it (ContextStep.wait_for_xpk).
 
-    Down: xpk's three networks are the one thing that must wait for the peering and the IP
-    range (they hold `<c>-net-0`), so this row runs `xpk cluster delete` from xpk's folder
-    once the GKE cluster is gone (XpkClusterStep deletes it through the API meanwhile) and the
-    peering and the range have settled. xpk 1.16.0 takes its Cluster Toolkit path on the
-    blueprint alone and runs `gcluster destroy` on the a4 blueprint, whose modules include the
-    three VPCs and their firewall rules (commands/cluster.py cluster_delete,
-    commands/cluster_gcluster.py cluster_delete; core/blueprint/blueprint_generator.py
-    generate_a4_blueprint); with the cluster already gone, Terraform drops it from its state and
-    destroys the rest (rltui/sandbox/world_xpk.py xpk_cluster_delete has the sources and what
-    is not verified). Whatever of the blueprint's names xpk leaves (or all of them, when xpk's
-    state is lost and the cluster was rltui's by its label), rltui deletes itself.
+    Down: what is left of xpk's blueprint after the cluster's row (XpkClusterStep), deleted
+    by the blueprint's names (plan/leftovers.py): everything, when xpk's state folder is lost
+    and the cluster was rltui's by its label (it went through the GKE API), or what a failed
+    `xpk cluster delete` left. Only for a blueprint that is rltui's: its cluster carried the
+    label or xpk ran from rltui's folder (Context.owned_networks, xpk's state).
     """
 
     name, title = "network_ready", "Network ready"
     needs = ("enable_apis",)
     expected_key = "xpk_networks"
-    # The cluster and a Lustre instance on the network must be gone: xpk's Terraform would
-    # fail on a network still in use, and a Lustre that could not go keeps its network.
+    max_attempts = XPK_WAIT_ATTEMPTS
+    # After the cluster's row; a Lustre instance that could not go keeps its network.
     destroy_needs = ("xpk_cluster", "lustre_instance")
-    # They hold the network too; a refusal there does not stop xpk removing what it can.
-    destroy_after = ("peering", "ip_range")
+    # They hold the network too; a refusal there does not stop the rest from going.
+    destroy_after = ("peering", "ip_range", "lustre_firewall")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        # Down deletes only xpk's networks of this cluster; any other network is kept.
-        self.destroyable = bool(self._xpk_networks())
-        # xpk's delete, less its GKE part (the profile's two estimates).
-        self.destroy_expected_s = max(ctx.expected("xpk_delete")
-                                      - ctx.expected("gke_cluster_delete"), ctx.expected("k8s_apply"))
-
-    def _xpk_networks(self) -> tuple[str, ...]:
-        """xpk's networks for this cluster, when the plan's network is one of them."""
-        names = xpkstate.blueprint_names(self.cfg.cluster_name).networks
-        return names if self.cfg.network in names else ()
-
-    def down_title(self) -> str:
-        names = self._xpk_networks()
-        if not names:
-            return f"VPC network {self.cfg.network}"
-        c = self.cfg.cluster_name
-        return (f"VPC networks {names[0]}, " + ", ".join(n[len(c):] for n in names[1:])
-                + " (xpk cluster delete)")
-
-    async def kept(self, ctx: Context, settled: dict[str, StepState]) -> tuple[StepState, str]:
-        return StepState.SKIPPED, "kept: not one of the networks xpk made for this cluster"
-
-    def down_command(self) -> str:
         from .steps_cluster import XpkClusterStep
 
-        return XpkClusterStep(self.ctx).xpk_delete_command()
+        # Nothing left after xpk's delete; without xpk's state, the blueprint's part of xpk's
+        # delete (the profile's xpk_delete less its GKE part).
+        k8s = ctx.expected("k8s_apply")
+        self.destroy_expected_s = k8s if XpkClusterStep(ctx).has_xpk_state(ctx) else max(
+            ctx.expected("xpk_delete") - ctx.expected("gke_cluster_delete"), k8s)
+
+    def _names(self) -> xpkstate.BlueprintNames:
+        return xpkstate.blueprint_names(self.cfg.cluster_name, self.cfg.region)
+
+    def down_title(self) -> str:
+        n = self._names().networks
+        c = self.cfg.cluster_name
+        return (f"VPC networks {n[0]}, " + ", ".join(x[len(c):] for x in n[1:])
+                + ", their routers and NAT IPs (what is left)")
+
+    def down_command(self) -> str:
+        return ""   # `xpk cluster delete` (the cluster's row) removes them
 
     async def down_probe(self, ctx: Context) -> Probe:
-        names = set(self._xpk_networks())
-        left = sorted(n.name for n in await ctx.network.networks() if n.name in names)
-        return Probe(exists=bool(left), detail=", ".join(left))
+        from . import leftovers
+        from .steps_cluster import XpkClusterStep
+
+        left = await leftovers.find(ctx)
+        if left:
+            return Probe(exists=True, detail=", ".join(left.names()))
+        gone = "none left: xpk cluster delete removed them" \
+            if XpkClusterStep(ctx).has_xpk_state(ctx) else "nothing to delete"
+        return Probe(exists=False, detail=gone)
 
     async def destroy(self, ctx: Context, out: StepOutput) -> str:
+        from . import leftovers
         from .steps_cluster import XpkClusterStep
 
         gke = XpkClusterStep(ctx)
-        if await ctx.gke.get() is not None:
-            raise TransientError(f"cluster {self.cfg.cluster_name} is still there: its"
-                                 " networks wait for it")
-        if gke.has_xpk_state(ctx):
-            out.note(f"deleting with xpk from its state folder {ctx.xpk_dir}")
-            res = await gke.run_xpk_delete(ctx, out, self.destroy_expected_s or 60.0)
-            if not (await self.down_probe(ctx)).exists:
-                return "deleted by xpk cluster delete"
-            if not res.ok:
-                out.note(f"xpk cluster delete exited with {res.returncode}"
-                          f" (xpk: {res.error_line()})")
-            await gke.delete_blueprint_leftovers(ctx, out)
-            return "deleted: what xpk cluster delete left, by its blueprint's names"
-        if not ctx.owned_networks:
-            raise PermanentError(f"networks {', '.join(self._xpk_networks())} are left from a"
-                                 f" cluster {ctx.xpk_dir} holds no xpk state for, and no"
-                                 " managed-by=rltui cluster was deleted with them: not rltui's,"
-                                 " left alone (delete them with xpk from the folder it ran in)")
-        out.note("xpk's state folder is missing: deleting xpk's firewall rules, subnets and"
-                 " networks by its blueprint's names")
-        await gke.delete_blueprint_leftovers(ctx, out)
-        return "deleted by rltui (xpk's state was lost)"
+        c = self.cfg
+        hand = join(["xpk", "cluster", "delete", f"--project={c.project_id}", f"--zone={c.zone}",
+                     f"--cluster={c.cluster_name}"])
+        cluster = await ctx.gke.get()
+        if cluster is not None:
+            if gke.has_xpk_state(ctx) or gke.labelled(cluster):
+                raise TransientError(f"cluster {c.cluster_name} is still there: its blueprint"
+                                     " goes with it")
+            raise Kept(not_rltuis(f"they belong to cluster {c.cluster_name}, which is not"
+                                  " rltui's; delete them with xpk from the folder it ran in",
+                                  hand))
+        if not (gke.has_xpk_state(ctx) or ctx.owned_networks):
+            raise Kept(not_rltuis(f"left from a cluster {ctx.xpk_dir} holds no xpk state for,"
+                                  " and no managed-by=rltui cluster was deleted with them; if"
+                                  " xpk made them, delete them with xpk from the folder it ran"
+                                  " in", hand))
+        left = await leftovers.find(ctx)
+        out.note("deleting what is left of xpk's blueprint by its names: "
+                 + ", ".join(left.names()))
+        await leftovers.delete(ctx, left, out.line)
+        return "deleted by rltui, by the blueprint's names"
 
     def command(self) -> str:
         return join(["gcloud", "compute", "networks", "describe", self.cfg.network,
@@ -105,15 +104,10 @@ class NetworkReadyStep(ContextStep):
         return Probe(exists=await ctx.network.network(self.cfg.network) is not None)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        import asyncio
-
-        out.note(f"waiting for xpk to create {self.cfg.network}")
         interval = max(0.2, min(10.0, self.expected_s / 20))
-        deadline = asyncio.get_running_loop().time() + max(ctx.expected("xpk_done") * 2, 60.0)
-        while await ctx.network.network(self.cfg.network) is None:
-            if asyncio.get_running_loop().time() > deadline:
-                raise TransientError(f"network {self.cfg.network} has not appeared yet")
-            await asyncio.sleep(interval)
+        await self.wait_for_xpk(ctx, out, f"network {self.cfg.network}",
+                                lambda: ctx.network.network(self.cfg.network),
+                                interval_s=interval)
 
 
 class IpRangeStep(ContextStep):
@@ -134,14 +128,26 @@ class IpRangeStep(ContextStep):
         return Probe(exists=await ctx.network.address(self.cfg.address_name) is not None)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        await ctx.network.create_address(self.cfg.address_name, self.cfg.network, 24, out.line)
+        # Labelled rltui's (ownership.py): down deletes only a range that carries it.
+        await ctx.network.create_address(self.cfg.address_name, self.cfg.network, 24, out.line,
+                                         labels=dict(MANAGED_BY))
 
     def down_command(self) -> str:
         return join(["gcloud", "compute", "addresses", "delete", self.cfg.address_name, "--global",
                      f"--project={self.cfg.project_id}", "--quiet"])
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
-        await ctx.network.delete_address(self.cfg.address_name, out.line)
+        c = self.cfg
+        address = await ctx.network.address(c.address_name)
+        if address is None:
+            return
+        if not marked(address.labels):
+            raise Kept(not_rltuis("no managed-by=rltui label",
+                                  hand_delete("IP range", c.address_name, c)))
+        peering = await ctx.network.peering(c.network)
+        if peering is not None and c.address_name in (peering.get("reservedPeeringRanges") or []):
+            raise Kept(f"kept: the peering on {c.network}, which stays, reserves it")
+        await ctx.network.delete_address(c.address_name, out.line)
 
 
 class PeeringStep(ContextStep):
@@ -177,12 +183,27 @@ class PeeringStep(ContextStep):
         return f"for try in 1 2 3 4 5 6 7 8 9 10; do {delete} && break; sleep 30; done"
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
-        """Service Networking refuses while the producer (Lustre) still holds the connection,
+        """Only a connection that is rltui's (ownership.py: it reserves rltui's labelled range
+        and nothing else) and that no Lustre instance of someone else's uses.
+
+        Service Networking refuses while the producer (Lustre) still holds the connection,
         sometimes minutes after the instance is gone (FACTS; terraform-provider-google 19908):
         retry for a while, then remove compute's side of it (networks.removePeering), the
         known fallback, which frees the network for xpk's delete."""
         import asyncio
 
+        c = self.cfg
+        peering = await ctx.network.peering(c.network)
+        if peering is None:
+            return
+        if not peering_marked(peering, c.address_name, await ctx.network.address(c.address_name)):
+            ranges = ", ".join(peering.get("reservedPeeringRanges") or []) or "none"
+            raise Kept(not_rltuis(f"it reserves {ranges}, not rltui's labelled range alone",
+                                  hand_delete("VPC peering", "", c)))
+        inst = await ctx.lustre.get(c.lustre_instance_id)
+        if inst is not None and not marked(inst.labels):
+            raise Kept(f"kept: Lustre instance {c.lustre_instance_id}, which is not rltui's,"
+                       " uses it")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(3 * ctx.expected("lustre_delete"), 30.0)
         pause = max(0.2, min(30.0, ctx.expected("peering_delete") / 4))
@@ -256,11 +277,123 @@ class LustreInstanceStep(ContextStep):
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
         if inst is None:
             return
-        if inst.labels.get("managed-by") != "rltui":
-            raise PermanentError(f"Lustre instance {self.cfg.lustre_instance_id} was not created"
-                                 " by rltui (no managed-by=rltui label): left alone")
+        if not marked(inst.labels):
+            raise Kept(not_rltuis("no managed-by=rltui label", hand_delete(
+                "Lustre instance", self.cfg.lustre_instance_id, self.cfg)))
         # The state the API reports while its delete operation runs (Instance.State DELETING,
         # "The instance is being deleted": google-cloud-lustre 0.4.3 lustre_v1/types/instance.py).
         await ctx.lustre.delete(self.cfg.lustre_instance_id,
                                 expected_s=self.destroy_expected_s or self.expected_s,
                                 on_state=lambda state: out.note(f"state {state}"))
+
+
+LUSTRE_PORT, LEGACY_LUSTRE_PORT = "988", "6988"
+
+
+class LustreFirewallStep(ContextStep):
+    """An ingress rule on the plan's network that lets Managed Lustre's traffic in from the
+    peering's range: the GKE Lustre CSI guide creates one ("LUSTRE_FIREWALL_RULE: the name of
+    the firewall rule to allow TCP traffic from the IP address range",
+    docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/lustre-csi-driver-new-volume),
+    and so does Cluster Toolkit v1.94.0's examples/gke-managed-lustre.yaml (module
+    lustre_firewall_rule, lines 66-79: ingress tcp 988 from the private service access range,
+    named `<network>-allow-lustre-traffic`). tcp 6988 too when the CSI driver uses the legacy
+    port (steps_addons.legacy_port_wanted), which depends on the nodes' version: known once
+    xpk made them, hence xpk_cluster among its needs (the RayCluster, the only user of Lustre,
+    needs both this and the addons anyway).
+
+    compute.v1 Firewall has no labels: its description starts with rltui's mark
+    (ownership.RULE_MARK), and down deletes only a rule that carries it. Down deletes it
+    before xpk's delete: a rule Terraform does not know keeps the network in use, and GCE
+    refuses to delete a network a firewall rule uses (resourceInUseByAnotherResource).
+    """
+
+    name, title = "lustre_firewall", "Lustre firewall rule"
+    needs = ("ip_range", "xpk_cluster")
+    # A firewall insert has no entry of its own in the profile: metadata, like an apply.
+    expected_key = "k8s_apply"
+
+    @property
+    def rule(self) -> str:
+        return lustre_rule_name(self.cfg.network)
+
+    def down_title(self) -> str:
+        return f"Firewall rule {self.rule}"
+
+    def command(self) -> str:
+        c = self.cfg
+        return join(["gcloud", "compute", "firewall-rules", "create", self.rule,
+                     f"--network={c.network}", "--direction=INGRESS",
+                     f"--allow=tcp:{LUSTRE_PORT}", "--source-ranges=RANGE_CIDR",
+                     f"--description={RULE_MARK}: Managed Lustre from {c.address_name}",
+                     f"--project={c.project_id}"])
+
+    def down_command(self) -> str:
+        return join(["gcloud", "compute", "firewall-rules", "delete", self.rule,
+                     f"--project={self.cfg.project_id}", "--quiet"])
+
+    async def _wanted(self, ctx: Context) -> tuple[str, list[str]]:
+        """The range's CIDR and the ports the nodes' driver uses."""
+        from .steps_addons import legacy_port_wanted
+
+        address = await ctx.network.address(self.cfg.address_name)
+        if address is None or not address.address:
+            raise TransientError(f"IP range {self.cfg.address_name} has no address yet")
+        legacy = await legacy_port_wanted(ctx, await ctx.gke.get())
+        return (f"{address.address}/{address.prefix_length}",
+                [LUSTRE_PORT, LEGACY_LUSTRE_PORT] if legacy else [LUSTRE_PORT])
+
+    @staticmethod
+    def _allows(rule: Any, cidr: str, ports: list[str]) -> bool:
+        if rule.direction not in ("", "INGRESS") or cidr not in list(rule.source_ranges):
+            return False
+        tcp = [list(a.ports) for a in rule.allowed if a.I_p_protocol in ("tcp", "all")]
+        return all(any(not given or port in given for given in tcp) for port in ports)
+
+    async def probe(self, ctx: Context) -> Probe:
+        rule = await ctx.network.firewall(self.rule)
+        if rule is None:
+            return Probe(exists=False)
+        try:
+            cidr, ports = await self._wanted(ctx)
+        except TransientError as exc:
+            return Probe(exists=True, ready=False, detail=str(exc))
+        ok = self._allows(rule, cidr, ports)
+        detail = f"tcp:{','.join(ports)} from {cidr}" if ok else f"does not allow tcp:" \
+            f"{','.join(ports)} from {cidr}"
+        return Probe(exists=True, ready=ok,
+                     detail=detail + ("" if rule_marked(rule) else " (not rltui's)"))
+
+    async def apply(self, ctx: Context, out: StepOutput) -> None:
+        c = self.cfg
+        cidr, ports = await self._wanted(ctx)
+        rule = await ctx.network.firewall(self.rule)
+        if rule is not None:
+            if self._allows(rule, cidr, ports):
+                return
+            if not rule_marked(rule):
+                raise PermanentError(f"firewall rule {self.rule} is not rltui's and does not"
+                                     f" allow tcp:{','.join(ports)} from {cidr}: change it, or"
+                                     f" delete it ({hand_delete('Firewall rule', self.rule, c)})"
+                                     " and run up again")
+            out.note(f"firewall rule {self.rule} allows less than tcp:{','.join(ports)} from"
+                     f" {cidr}: making it again")
+            await ctx.network.delete_firewall(self.rule)
+        await ctx.network.create_firewall(
+            self.rule, network=c.network, source_ranges=[cidr], tcp_ports=ports,
+            description=f"{RULE_MARK}: Managed Lustre (tcp:{','.join(ports)}) from the peering"
+                        f" range {c.address_name}, for GKE cluster {c.cluster_name}",
+            on_line=out.line)
+
+    async def down_probe(self, ctx: Context) -> Probe:
+        return Probe(exists=await ctx.network.firewall(self.rule) is not None)
+
+    async def destroy(self, ctx: Context, out: StepOutput) -> None:
+        rule = await ctx.network.firewall(self.rule)
+        if rule is None:
+            return
+        if not rule_marked(rule):
+            raise Kept(not_rltuis(f"its description does not start with {RULE_MARK}",
+                                  hand_delete("Firewall rule", self.rule, self.cfg)))
+        out.line(f"deleting firewall rule {self.rule}")
+        await ctx.network.delete_firewall(self.rule)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after th
     from ..session import Check, ConfigState
 
 DEPLOYMENT_KINDS = ("RayCluster", "GKE cluster", "Lustre instance")
+BLUEPRINT_PARTS = ("Cloud Router", "Cloud NAT", "NAT IP", "Firewall rule", "Subnetwork")
 STALE_S = 15.0   # shown again after this long: check again
 
 
@@ -185,7 +186,14 @@ class StartScreen(WizardScreen):
             return
         title.update(Text("Deployment found").append(f"  {_count(len(present), 'resource')}",
                                                      style="bold"))
-        table = resources_table(present)
+        # The parts of xpk's blueprint that are rltui's are counted, not listed (Teardown lists
+        # every one); a leak or one that is not rltui's keeps its row.
+        parts = [r for r in present if r.kind in BLUEPRINT_PARTS and r.owned and not r.leak]
+        table = resources_table([r for r in present if r not in parts])
+        if parts:
+            table.add_row(Text(""), Text("xpk's blueprint"), Text(f"{len(parts)} more"), Text(""),
+                          Text("routers, NAT, NAT IPs, firewall rules, subnetworks: see"
+                               " Teardown", style="dim"))
         kinds = {r.kind for r in found}
         if "RayCluster" in kinds:
             hint = Text("Resume watching (w): Monitor follows the pods and the job's logs.",

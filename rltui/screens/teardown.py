@@ -30,10 +30,15 @@ LOG_KEEP = 500
 
 
 def leak_scan_text(resources: list[Any], project: str = "") -> tuple[str, bool]:
-    """The final word after a teardown: (text, clean)."""
+    """The final word after a teardown: (text, clean). What is not rltui's was left alone on
+    purpose: it does not make the scan dirty, but the scan does not say nothing is left."""
     left = left_behind(resources)
     where = f" in {project}" if project else ""
     if not left:
+        foreign = [r for r in resources if r.present and not r.owned and not r.leak]
+        if foreign:
+            return (f"leak scan: rltui's own are gone{where}; {len(foreign)} not rltui's still"
+                    " there, left alone (see the table: each row says whose)", True)
         return f"leak scan: nothing of rltui's left{where}", True
     names = ", ".join(f"{'LEAK ' if r.leak else ''}{r.kind} {r.name} ({r.state})" for r in left)
     return f"left behind (still billed): {names}", False
@@ -146,6 +151,11 @@ class TeardownScreen(WizardScreen):
             scan.display = True
             scan.set_class(clean, "clean")
             scan.set_class(not clean, "dirty")
+            # What was left alone on purpose, and how to delete it by hand (as `down` prints).
+            self._pending += [f"not rltui's, left alone: {r.kind} {r.name}; to delete it by hand:"
+                              f" {r.hand_delete}" for r in resources
+                              if r.present and not r.owned and not r.leak
+                              and getattr(r, "hand_delete", "")]
             if self._finished:
                 self.query_one("#run-summary", Static).update(self._finished)
 

@@ -1,12 +1,15 @@
 """What exists now, as the cloud says: one row per resource, whose it is, leaks in red.
 
 Rows are rltui.plan.inventory.Resource values. Only present resources are listed (absent
-ones are counted); rltui's own, someone else's ("left alone") and leaks look different.
+ones are counted); rltui's own, someone else's ("left alone") and leaks look different. The
+many small parts of xpk's blueprint that are rltui's (10 subnetworks, 6 firewall rules, ...)
+take one row per kind, so the cluster, Lustre and the RayCluster stay in view; the full view
+(ctrl+o) lists each.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from rich.style import Style
@@ -22,6 +25,29 @@ SHORT_KIND = {"GKE cluster": "GKE", "VPC network": "network", "VPC peering": "pe
               "Lustre instance": "Lustre", "PersistentVolumeClaim": "PVC",
               "PersistentVolume": "PV"}
 SHORT_OWNER_W = 9
+# The blueprint's parts a row per kind stands for (rltui/plan/inventory.py's kinds).
+FOLDED = ("Cloud Router", "Cloud NAT", "NAT IP", "Firewall rule", "Subnetwork")
+
+
+def folded(present: list[Any]) -> list[Any]:
+    """`present` with rltui's own blueprint parts of one kind in one row ("10 of xpk's
+    blueprint"), in the place of the first; leaks and what is not rltui's keep their rows."""
+    groups: dict[str, list[Any]] = {}
+    for r in present:
+        if r.kind in FOLDED and r.owned and not r.leak:
+            groups.setdefault(r.kind, []).append(r)
+    out: list[Any] = []
+    for r in present:
+        group = groups.get(r.kind) if r.kind in FOLDED and r.owned and not r.leak else None
+        if group is None:
+            out.append(r)
+        elif len(group) == 1:
+            out.append(r)
+        elif group[0] is r:
+            states = {g.state for g in group}
+            out.append(replace(r, name=f"{len(group)} of xpk's blueprint",
+                               state=states.pop() if len(states) == 1 else "present", detail=""))
+    return out
 
 
 def left_behind(resources: Iterable[Any]) -> list[Any]:
@@ -120,8 +146,8 @@ class InventoryView(Widget):
     def _lines(self, width: int) -> list[Text]:
         if self._resources is None:
             return [Text(" asking the cloud what exists…", style=self._style("muted"))]
-        present = [r for r in self._resources if r.present]
-        absent = len(self._resources) - len(present)
+        present = folded([r for r in self._resources if r.present])
+        absent = len(self._resources) - len([r for r in self._resources if r.present])
         if not present:
             return [Text(" nothing of this plan exists", style=self._style("muted"))]
         col = columns(present, width)

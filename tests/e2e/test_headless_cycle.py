@@ -81,9 +81,10 @@ def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
     assert first("ip_range", "done") < xpk_done
     assert first("peering", "done") < xpk_done
     assert first("lustre_instance", "running") < xpk_done, "Lustre must start before xpk ends"
-    # The addons start while xpk runs: their update goes in once the control plane is up,
-    # before xpk's GPU pool when it wins Terraform's next poll (AddonsStep).
-    assert first("addons", "running") < xpk_done
+    # The Kubernetes objects go in while xpk runs; nothing changes the GKE cluster until xpk
+    # (its Terraform) has exited: the addons start after it (AddonsStep).
+    assert first("secret", "done") < xpk_done
+    assert first("addons", "running") >= xpk_done
 
 
 PROJECT, REGION, CLUSTER = "team-rl-sandbox-42", "us-east1", "ray-a4-gpu-spot"
@@ -202,7 +203,7 @@ def test_the_wizard_reopened_shows_what_exists_as_done_without_a_key(user, monke
             return states
 
     states = asyncio.run(run())
-    assert len(states) == 12 and set(states.values()) == {"existed"}, {k: v for k, v in states.items() if v != "existed"}
+    assert len(states) == 13 and set(states.values()) == {"existed"}, {k: v for k, v in states.items() if v != "existed"}
 
 
 def test_submit_then_logs_follow_shows_every_step_once_and_succeeds(user):
@@ -312,16 +313,19 @@ def test_down_deletes_everything_and_leaves_nothing(user):
     networks = compute_v1.NetworksClient(credentials=AnonymousCredentials(), client_options={
         "api_endpoint": user["status"]["compute"]}).list(project=PROJECT)
     assert not [n.name for n in networks if n.name.startswith(CLUSTER)]
-    # The billed GPU cluster went through the GKE API while Lustre was deleted; xpk's delete of
-    # the networks came after the cluster, the peering's range and Lustre were gone (the
-    # sandbox's record of this down: its last operation of each kind).
+    # `xpk cluster delete` ran once Lustre and the peering's range were gone, while the
+    # cluster still existed: the cluster went during xpk's delete, never before it through
+    # the GKE API (the sandbox's record of this down: its last operation of each kind).
     ops = json.loads(Path(user["status"]["record"]).read_text(encoding="utf-8"))["operations"]
     last = {op["kind"]: op for op in ops}
-    gke, lustre = last["gke.delete_cluster"], last["lustre.delete"]
-    xpk, address = last["xpk.delete"], last["compute.addresses.delete"]
-    assert gke["start_ref_s"] < lustre["end_ref_s"] and lustre["start_ref_s"] < gke["end_ref_s"]
-    assert xpk["start_ref_s"] >= max(gke["end_ref_s"], lustre["end_ref_s"], address["end_ref_s"])
+    lustre, xpk = last["lustre.delete"], last["xpk.delete"]
+    address = [op for op in ops if op["kind"] == "compute.addresses.delete"
+               and "/global/addresses/" in op["target"]][-1]     # the range, not a NAT IP
+    assert xpk["start_ref_s"] >= max(lustre["end_ref_s"], address["end_ref_s"])
     assert xpk["error"] is None
+    deletes = [op for op in ops if op["kind"] == "gke.delete_cluster"
+               and op["start_ref_s"] >= lustre["start_ref_s"]]
+    assert deletes and all(op["start_ref_s"] >= xpk["start_ref_s"] for op in deletes), deletes
 
 
 def test_the_token_never_left_env_sh_except_into_the_secret(user):

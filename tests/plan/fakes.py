@@ -1,8 +1,10 @@
 """In-memory stand-ins for the adapters the codelab's steps call, for fast tests of the engine.
 
-One FakeCloud holds a project in dicts (APIs, networks, subnets, firewall rules, addresses, the
-Service Networking peering, Lustre instances, the GKE cluster with its labels, addons and node
-pools, GKE operations, Kubernetes objects by kind and name). The fake adapters are views of it
+One FakeCloud holds a project in dicts (APIs, networks, subnets, firewall rules, global and
+regional addresses, Cloud Routers with their NATs, the Service Networking peering, Lustre
+instances, the GKE cluster with its labels, addons and node pools (their upgrade settings),
+GKE operations, Kubernetes objects by kind and name). A change to the GKE cluster while the
+fake xpk runs is written down in `violations` (AddonsStep's docstring says why). The fake adapters are views of it
 with the method names and return shapes of rltui/cloud (network.py, gke.py, lustre.py,
 kube.py): google container_v1 / lustre_v1 messages where the real adapters return them, small
 dataclasses with compute's attribute names where they return compute_v1 objects (importing
@@ -73,9 +75,19 @@ class Subnetwork:
 
 
 @dataclass(frozen=True)
+class Allowed:
+    I_p_protocol: str          # compute_v1.Allowed's name for IPProtocol
+    ports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Firewall:
     name: str
     network: str
+    description: str = ""
+    direction: str = "INGRESS"
+    source_ranges: tuple[str, ...] = ()
+    allowed: tuple[Allowed, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,34 @@ class Address:
     prefix_length: int
     purpose: str = "VPC_PEERING"
     address_type: str = "INTERNAL"
+    address: str = "10.90.0.0"
+    labels: dict = field(default_factory=lambda: {"managed-by": "rltui"})
+    label_fingerprint: str = "fp-a"
+
+
+@dataclass(frozen=True)
+class RouterNat:
+    name: str
+    nat_ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Router:
+    name: str
+    network: str
+    region: str
+    nats: tuple[RouterNat, ...] = ()
+    creation_timestamp: str = ""   # compute_v1.Router's; "" as for a router not read yet
+
+
+@dataclass(frozen=True)
+class RegionalAddress:
+    name: str
+    region: str
+    address: str = "34.1.2.3"
+    status: str = "IN_USE"
+    labels: dict = field(default_factory=dict)
+    creation_timestamp: str = ""
 
 
 def _rfc3339(t: float) -> str:
@@ -136,12 +176,14 @@ if verb == "cluster create":
         emit(phase="failed_op", message=how["fail_op"])
     elif not how.get("exit"):
         emit(phase="cluster", opts=opts)
+        # Terraform goes on after the control plane: default-pool, node pool, kubectl-apply.
+        time.sleep(how.get("pause_after_s", 0))
 elif verb == "cluster delete":
     # gcluster destroy: the cluster, then the networks; a network still used by a peering or
     # an address is refused (and xpk fails). xpk never removes its blueprint.
     with open(os.path.join(ctl, "held.json")) as f:
         held = json.load(f)
-    emit(phase="deleted", held=held)
+    emit(phase="deleted", held=held, leave=bool(how.get("leave")))
     if held:
         print(f"ERROR: The network resource '{{held[0]}}' is already being used", file=sys.stderr)
         how.setdefault("exit", 1)
@@ -186,6 +228,10 @@ class FakeCloud:
     subnets: dict[str, Subnetwork] = field(default_factory=dict)
     firewall_rules: dict[str, Firewall] = field(default_factory=dict)
     addresses: dict[str, Address] = field(default_factory=dict)
+    routers: dict[str, Router] = field(default_factory=dict)
+    regional_addresses: dict[str, RegionalAddress] = field(default_factory=dict)
+    upgrades: list[tuple[str, int, int]] = field(default_factory=list)   # pool, surge, unavail.
+    recreated: list[tuple[str, int, int]] = field(default_factory=list)  # ..., as recreated
     peerings: dict[str, dict] = field(default_factory=dict)        # network -> connection
     instances: dict[str, lustre_v1.Instance] = field(default_factory=dict)
     cluster: container_v1.Cluster | None = None
@@ -264,6 +310,8 @@ class FakeCloud:
             self._delete_cluster_objects()
             self._operation("DELETE_CLUSTER", "", ev["t"])
             for name in self.blueprint_networks():
+                if ev.get("leave"):   # Terraform failed after the cluster: the rest stays
+                    break
                 if name not in ev["held"] and name not in self.held_networks():
                     self._drop_network(name)
         elif phase == "exit":
@@ -271,9 +319,25 @@ class FakeCloud:
             self.spans["xpk"] = (self._timers.get("xpk", ev["t"]), ev["t"])   # the last run
 
     def held_networks(self) -> list[str]:
-        """Networks a peering or an address still uses (compute refuses to delete them)."""
+        """Networks a peering, an address or a firewall rule the blueprint does not know still
+        uses (compute refuses to delete them, and so xpk's Terraform fails)."""
+        from rltui.plan import xpkstate
+
+        own = set(xpkstate.blueprint_names(self.cfg.cluster_name, self.cfg.region).firewalls)
         used = {a.network.rsplit("/", 1)[-1] for a in self.addresses.values()} | set(self.peerings)
+        used |= {f.network.rsplit("/", 1)[-1] for f in self.firewall_rules.values()
+                 if f.name not in own}
         return sorted(n for n in self.networks if n in used)
+
+    def xpk_running(self) -> bool:
+        """An xpk run has started and not exited (from its log, as of the last call)."""
+        return bool(self.xpk_runs) and self.xpk_runs[-1].code is None
+
+    def touch_cluster(self, what: str) -> None:
+        """A change to the GKE cluster: one while xpk's Terraform works on it is a violation
+        (AddonsStep's docstring says why)."""
+        if self.xpk_running():
+            self.violations.append(f"{what} while xpk runs")
 
     def publish(self) -> None:
         """What the fake xpk reads when it deletes: the networks still held."""
@@ -286,9 +350,11 @@ class FakeCloud:
     def _drop_network(self, name: str) -> None:
         self.networks.pop(name, None)
         self.peerings.pop(name, None)
-        for d in (self.subnets, self.firewall_rules):
+        for d in (self.subnets, self.firewall_rules, self.routers):
             for key in [k for k, v in d.items() if v.network.endswith("/" + name)]:
                 del d[key]
+        for key in [k for k in self.regional_addresses if k.startswith(f"{name}-nat-ips-")]:
+            del self.regional_addresses[key]
 
     def _operation(self, kind: str, target: str, t: float, error: str = "") -> None:
         c = self.cfg
@@ -316,10 +382,18 @@ class FakeCloud:
                     self.subnets.setdefault(f"{c}-rdma-sub-{j}",
                                             Subnetwork(f"{c}-rdma-sub-{j}", url, self.cfg.region))
             else:
-                self.subnets.setdefault(f"{c}-sub-{i}", Subnetwork(f"{c}-sub-{i}", url,
-                                                                   self.cfg.region))
-                self.firewall_rules.setdefault(f"{c}-internal-{i}",
-                                               Firewall(f"{c}-internal-{i}", url))
+                r = self.cfg.region
+                self.subnets.setdefault(f"{c}-sub-{i}", Subnetwork(f"{c}-sub-{i}", url, r))
+                for rule in (f"{c}-internal-{i}", f"{net}-fw-allow-internal-traffic",
+                             f"{net}-fw-allow-iap-ingress"):
+                    self.firewall_rules.setdefault(rule, Firewall(rule, url))
+                ips = tuple(f"{net}-nat-ips-{r}-{j}" for j in range(2))
+                for ip in ips:
+                    self.regional_addresses.setdefault(ip, RegionalAddress(ip, r, labels={
+                        "gke_product_type": "xpk", "ghpc_module": "vpc", "ghpc_role": "network"}))
+                self.routers.setdefault(f"{net}-router", Router(
+                    f"{net}-router", url, r, (RouterNat(f"cloud-nat-{r}", tuple(
+                        f"{base}/regions/{r}/addresses/{ip}" for ip in ips)),)))
 
     def seed_cluster(self, *, num_nodes: int | None = None, device_type: str | None = None,
                      labelled: bool = False, started: float | None = None,
@@ -348,6 +422,8 @@ class FakeCloud:
                 container_v1.NodePool(
                     name=gpu_pool, initial_node_count=num_nodes, version=version,
                     status=container_v1.NodePool.Status.RUNNING,
+                    upgrade_settings=container_v1.NodePool.UpgradeSettings(
+                        max_surge=0, max_unavailable=1),
                     config=container_v1.NodeConfig(
                         machine_type=machine, spot=True,
                         accelerators=[container_v1.AcceleratorConfig(
@@ -389,10 +465,26 @@ class FakeCloud:
         for pool in self.cluster.node_pools:
             self._recreate_nodes(pool.name)
 
-    def seed_address(self) -> None:
+    def seed_address(self, *, labels: dict | None = None) -> None:
+        """The range as IpRangeStep leaves it: labelled managed-by=rltui unless `labels`."""
         c = self.cfg
         self.addresses[c.address_name] = Address(
-            c.address_name, f"projects/{c.project_id}/global/networks/{c.network}", 24)
+            c.address_name, f"projects/{c.project_id}/global/networks/{c.network}", 24,
+            labels=dict({"managed-by": "rltui"} if labels is None else labels))
+
+    def seed_lustre_rule(self, *, description: str | None = None,
+                         ports: tuple[str, ...] = ("988",)) -> None:
+        """The Lustre firewall rule as LustreFirewallStep leaves it (rltui's mark first)."""
+        from rltui.plan.ownership import RULE_MARK, lustre_rule_name
+
+        c = self.cfg
+        name = lustre_rule_name(c.network)
+        address = self.addresses[c.address_name]
+        self.firewall_rules[name] = Firewall(
+            name, f"https://www.googleapis.com/compute/v1/projects/{c.project_id}/global/"
+            f"networks/{c.network}", f"{RULE_MARK}: Managed Lustre" if description is None
+            else description, "INGRESS", (f"{address.address}/{address.prefix_length}",),
+            (Allowed("tcp", ports),))
 
     def seed_peering(self) -> None:
         self.peerings[self.cfg.network] = self._connection(self.cfg.network,
@@ -544,6 +636,49 @@ class FakeNetwork:
     async def delete_firewall(self, name: str) -> None:
         await self.cloud.enter("network.delete_firewall")
         self.cloud.firewall_rules.pop(name, None)
+        self.cloud.publish()
+
+    async def firewall(self, name: str) -> Firewall | None:
+        await self.cloud.enter("network.firewall")
+        return self.cloud.firewall_rules.get(name)
+
+    async def create_firewall(self, name: str, *, network: str, source_ranges: list[str],
+                              tcp_ports: list[str], description: str,
+                              on_line: Line | None = None) -> None:
+        await self.cloud.enter("network.create_firewall")
+        c = self.cloud
+        c.require_api("compute.googleapis.com")
+        if network not in c.networks:
+            raise CloudError(f"create firewall rule {name}: network {network} was not found",
+                             transient=False, code="NOT_FOUND")
+        if on_line:
+            on_line(f"allowing tcp:{','.join(tcp_ports)} on {network}")
+        await c.work("create firewall")
+        c.firewall_rules.setdefault(name, Firewall(
+            name, c.networks[network].self_link, description, "INGRESS", tuple(source_ranges),
+            (Allowed("tcp", tuple(tcp_ports)),)))
+        c.publish()
+
+    async def routers(self, region: str) -> list[Router]:
+        await self.cloud.enter("network.routers")
+        return [r for r in self.cloud.routers.values() if r.region == region]
+
+    async def delete_router(self, region: str, name: str) -> None:
+        await self.cloud.enter("network.delete_router")
+        self.cloud.routers.pop(name, None)
+
+    async def regional_addresses(self, region: str) -> list[RegionalAddress]:
+        await self.cloud.enter("network.regional_addresses")
+        return [a for a in self.cloud.regional_addresses.values() if a.region == region]
+
+    async def delete_regional_address(self, region: str, name: str) -> None:
+        await self.cloud.enter("network.delete_regional_address")
+        c = self.cloud
+        if any(name in ip for r in c.routers.values() for nat in r.nats for ip in nat.nat_ips):
+            raise CloudError(f"delete address {name}: The address resource is already being"
+                             " used by a router", transient=False,
+                             code="RESOURCE_IN_USE_BY_ANOTHER_RESOURCE")
+        c.regional_addresses.pop(name, None)
 
     async def delete_subnetwork(self, region: str, name: str) -> None:
         await self.cloud.enter("network.delete_subnetwork")
@@ -554,6 +689,7 @@ class FakeNetwork:
         c = self.cloud
         users = ([s.name for s in c.subnets.values() if s.network.endswith("/" + name)]
                  + [f.name for f in c.firewall_rules.values() if f.network.endswith("/" + name)]
+                 + [r.name for r in c.routers.values() if r.network.endswith("/" + name)]
                  + [a.name for a in c.addresses.values() if a.network.endswith("/" + name)]
                  + ([PEERING_NAME] if name in c.peerings else []))
         if users:
@@ -567,8 +703,13 @@ class FakeNetwork:
         await self.cloud.enter("network.address")
         return self.cloud.addresses.get(name)
 
+    async def addresses(self) -> list[Address]:
+        await self.cloud.enter("network.addresses")
+        return list(self.cloud.addresses.values())
+
     async def create_address(self, name: str, network: str, prefix_length: int = 24,
-                             on_line: Line | None = None) -> None:
+                             on_line: Line | None = None,
+                             labels: dict[str, str] | None = None) -> None:
         await self.cloud.enter("network.create_address")
         c = self.cloud
         c.require_api("compute.googleapis.com")
@@ -580,7 +721,8 @@ class FakeNetwork:
             on_line(f"reserving {name} (/{prefix_length}) on {network}")
         await c.work("create address")
         c.addresses.setdefault(name, Address(
-            name, f"projects/{c.cfg.project_id}/global/networks/{network}", prefix_length))
+            name, f"projects/{c.cfg.project_id}/global/networks/{network}", prefix_length,
+            labels=dict(labels or {})))
         c.publish()
 
     async def delete_address(self, name: str, on_line: Line | None = None) -> None:
@@ -659,8 +801,13 @@ class FakeGke:
         cluster = self.cloud.cluster
         return None if cluster is None else _proto_copy(cluster)
 
+    async def list(self) -> list[container_v1.Cluster]:
+        await self.cloud.enter("gke.list")
+        return [] if self.cloud.cluster is None else [_proto_copy(self.cloud.cluster)]
+
     async def enable_addons(self, *, expected_s: float, legacy_port: bool = False) -> None:
         await self.cloud.enter("gke.enable_addons")
+        self.cloud.touch_cluster("UpdateCluster (addons)")
         cluster = self._cluster()
         await self.cloud.work("enable addons")
         cfg = cluster.addons_config
@@ -671,19 +818,38 @@ class FakeGke:
 
     async def set_labels(self, labels: dict[str, str], *, expected_s: float) -> None:
         await self.cloud.enter("gke.set_labels")
+        self.cloud.touch_cluster("SetLabels")
         cluster = self._cluster()
         await self.cloud.work("set labels")
         cluster.resource_labels.update(labels)
         self.cloud._operation("SET_LABELS", "", time.time())
 
-    async def recreate_node_pool(self, pool: str, *, expected_s: float) -> None:
-        await self.cloud.enter("gke.recreate_node_pool")
-        cluster = self._cluster()
-        if pool not in [p.name for p in cluster.node_pools]:
+    def _pool(self, pool: str) -> container_v1.NodePool:
+        found = [p for p in self._cluster().node_pools if p.name == pool]
+        if not found:
             raise CloudError(f"Not found: node pool {pool}", transient=False, code="NotFound")
+        return found[0]
+
+    async def recreate_node_pool(self, pool: str, *, expected_s: float) -> None:
+        """Upgrade to its own version: its nodes come back with the drivers enabled now;
+        `recreated` records the upgrade settings it ran with."""
+        await self.cloud.enter("gke.recreate_node_pool")
+        self.cloud.touch_cluster("UpdateNodePool (recreate)")
+        us = self._pool(pool).upgrade_settings
+        self.cloud.recreated.append((pool, int(us.max_surge), int(us.max_unavailable)))
         await self.cloud.work(f"recreate {pool}")
         self.cloud._recreate_nodes(pool)
         self.cloud._operation("UPGRADE_NODES", f"nodePools/{pool}", time.time())
+
+    async def set_upgrade_settings(self, pool: str, *, max_surge: int, max_unavailable: int,
+                                   expected_s: float) -> None:
+        await self.cloud.enter("gke.set_upgrade_settings")
+        self.cloud.touch_cluster("UpdateNodePool (upgrade settings)")
+        np = self._pool(pool)
+        np.upgrade_settings.max_surge = max_surge
+        np.upgrade_settings.max_unavailable = max_unavailable
+        self.cloud.upgrades.append((pool, max_surge, max_unavailable))
+        self.cloud._operation("UPDATE_CLUSTER", f"nodePools/{pool}", time.time())
 
     async def operations(self) -> list[container_v1.Operation]:
         await self.cloud.enter("gke.operations")
@@ -692,6 +858,7 @@ class FakeGke:
 
     async def delete(self, *, expected_s: float) -> None:
         await self.cloud.enter("gke.delete")
+        self.cloud.touch_cluster("DeleteCluster")
         if self.cloud.cluster is None:
             return
         await self.cloud.work("gke delete")
@@ -722,6 +889,10 @@ class FakeLustre:
         inst.state = lustre_v1.Instance.State.ACTIVE
         inst.mount_point = LUSTRE_MOUNT_POINT
         return inst
+
+    async def list(self) -> list[lustre_v1.Instance]:
+        await self.cloud.enter("lustre.list")
+        return [_proto_copy(i) for i in self.cloud.instances.values()]
 
     async def get(self, instance_id: str) -> lustre_v1.Instance | None:
         await self.cloud.enter("lustre.get")
@@ -913,7 +1084,7 @@ class FakeContext(Context):
 
     cloud: FakeCloud | None = None
 
-    async def kube(self) -> Any:
+    async def kube(self, cluster: Any = None, creds: Any = None) -> Any:
         """Connected on first use from the GKE cluster, as Context.kube and KubeAdapter.connect
         do (no cluster: the same refusal)."""
         if "kube" not in self._adapters:
@@ -975,6 +1146,7 @@ SEEDS: dict[str, Callable[[FakeContext], None]] = {
     "ip_range": lambda ctx: ctx.cloud.seed_address(),
     "peering": lambda ctx: ctx.cloud.seed_peering(),
     "lustre_instance": lambda ctx: ctx.cloud.seed_lustre(),
+    "lustre_firewall": lambda ctx: ctx.cloud.seed_lustre_rule(),
     "addons": lambda ctx: (ctx.cloud.cluster is None and _seed_xpk(ctx), ctx.cloud.seed_addons()),
     # Local, but connected only once xpk's control plane answers (it needs no xpk exit).
     "credentials": lambda ctx: ctx.cloud.cluster is None and _seed_xpk(ctx),
@@ -993,7 +1165,9 @@ def seed(ctx: FakeContext, names: Any) -> None:
 
 def plan_xpk(ctx: FakeContext, *runs: dict) -> None:
     """How the next fake xpk runs behave, one dict each: {"exit": 1, "stderr": "...",
-    "pause_s": 0.3, "fail_op": "GKE's error"}; later runs succeed."""
+    "pause_s": 0.3 (after the networks), "pause_after_s": 0.3 (after the cluster, as Terraform
+    goes on with its pools), "fail_op": "GKE's error", "leave": True (a delete that takes the
+    cluster and leaves the rest of the blueprint)}; later runs succeed."""
     path = Path(ctx.endpoints.tool_env["FAKE_XPK_DIR"]) / "plan.json"
     path.write_text(json.dumps(list(runs)))
 

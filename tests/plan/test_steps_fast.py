@@ -5,9 +5,10 @@ no sandbox, no Ray, no network; the fake `xpk` is the only subprocess.
   no secret value in any command, output line, note or probe detail;
 - the graph from build_plan: the Lustre chain needs xpk's network, not xpk; the RayCluster
   needs the PV/PVC, the Secret and the addons;
-- the Runner over the real plan: up from nothing (the Lustre chain done while xpk still runs),
-  a rerun creates nothing twice, down deletes Lustre, then the peering, then the address, before
-  the cluster; transient failures are retried and permanent ones fail the step.
+- the Runner over the real plan: up from nothing (the Lustre chain and the Kubernetes objects
+  done while xpk still runs, nothing on the GKE cluster until it exits), a rerun creates
+  nothing twice; transient failures are retried and permanent ones fail the step. Down's
+  order and ownership: tests/plan/test_down_xpk.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rltui.cloud.errors import CloudError
 from rltui.config import RLConfig, parse_config
 from rltui.plan import PermanentError, Probe, RetryPolicy, Runner, StepOutput, StepState, \
     TransientError
+from rltui.plan.ownership import lustre_rule_name
 from rltui.plan.steps import STEP_TYPES, build_plan
 from tests.plan.fakes import (CODELAB_APIS, LUSTRE_DRIVER, LUSTRE_MOUNT_POINT, SEEDS, FakeCloud,
                               FakeContext, fake_context, plan_xpk, seed)
@@ -98,11 +100,12 @@ def _xpk_made(cloud: FakeCloud, ctx: FakeContext) -> None:
 
 
 def _xpk_gone(cloud: FakeCloud, ctx: FakeContext) -> None:
-    """The cluster goes through the GKE API; xpk's networks are network_ready's (xpk delete)."""
-    assert cloud.cluster is None and cloud.count("gke.delete") == 1
-    assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"]]
-    assert sorted(cloud.networks) == [f"{ctx.cfg.cluster_name}-{n}" for n in ("net-0", "net-1",
-                                                                             "rdma-net")]
+    """`xpk cluster delete` from its state folder while the cluster exists: it takes the
+    cluster and its blueprint; the GKE API is not used."""
+    assert cloud.cluster is None and cloud.count("gke.delete") == 0
+    assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"], ["cluster", "delete"]]
+    assert cloud.xpk_runs[-1].cwd == str(ctx.xpk_dir)
+    assert (cloud.networks, cloud.routers, cloud.regional_addresses) == ({}, {}, {})
 
 
 def _xpk_cluster_owned_networks(ctx: FakeContext) -> None:
@@ -110,7 +113,8 @@ def _xpk_cluster_owned_networks(ctx: FakeContext) -> None:
 
 
 def _networks_gone(cloud: FakeCloud, ctx: FakeContext) -> None:
-    assert (cloud.networks, cloud.subnets, cloud.firewall_rules) == ({}, {}, {})
+    assert (cloud.networks, cloud.subnets, cloud.firewall_rules, cloud.routers,
+            cloud.regional_addresses) == ({}, {}, {}, {}, {})
 
 
 def _addons_made(cloud: FakeCloud, ctx: FakeContext) -> None:
@@ -123,6 +127,20 @@ def _addons_made(cloud: FakeCloud, ctx: FakeContext) -> None:
     for node in gpu_nodes:   # recreated: the kubelet registered the Lustre driver
         assert LUSTRE_DRIVER in node["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
     assert cloud.count("gke.enable_addons") == 1 and cloud.count("gke.recreate_node_pool") == 1
+    # Both nodes at once (nothing runs there yet), then the blueprint's settings back.
+    pool = "a4-highgpu-8g-ray-a4-gpu-spot-a4-pool"
+    assert cloud.recreated == [(pool, 0, 2)]
+    assert cloud.upgrades == [(pool, 0, 2), (pool, 0, 1)]
+
+
+def _rule_made(cloud: FakeCloud, ctx: FakeContext) -> None:
+    """tcp:988 from the range's CIDR, on the plan's network, marked rltui's."""
+    rule = cloud.firewall_rules[lustre_rule_name(ctx.cfg.network)]
+    assert rule.name == "ray-a4-gpu-spot-net-0-allow-lustre-traffic"
+    assert rule.network.endswith("/global/networks/ray-a4-gpu-spot-net-0")
+    assert (rule.direction, rule.source_ranges) == ("INGRESS", ("10.90.0.0/24",))
+    assert [(a.I_p_protocol, a.ports) for a in rule.allowed] == [("tcp", ("988",))]
+    assert rule.description.startswith("managed-by=rltui")
 
 
 def _secret_made(cloud: FakeCloud, ctx: FakeContext) -> None:
@@ -184,8 +202,10 @@ CASES: dict[str, Case] = {
                           before_destroy=_xpk_cluster_owned_networks),
     "ip_range": Case("gcloud", creates=True, destroyable=True,
                      made=lambda c, x: (c.addresses[x.cfg.address_name].prefix_length,
-                                        c.addresses[x.cfg.address_name].network) == (
-                         24, "projects/fast-engine-proj/global/networks/ray-a4-gpu-spot-net-0")
+                                        c.addresses[x.cfg.address_name].network,
+                                        c.addresses[x.cfg.address_name].labels) == (
+                         24, "projects/fast-engine-proj/global/networks/ray-a4-gpu-spot-net-0",
+                         {"managed-by": "rltui"})
                      or pytest.fail(str(c.addresses)),
                      gone=lambda c, _: not c.addresses or pytest.fail(str(c.addresses))),
     "peering": Case("gcloud", creates=True, destroyable=True,
@@ -200,8 +220,11 @@ CASES: dict[str, Case] = {
             "ACTIVE", 9000, {"managed-by": "rltui"}) or pytest.fail(str(c.instances)),
         gone=lambda c, _: not c.instances or pytest.fail(str(c.instances)),
         note="state ACTIVE"),
-    "addons": Case("gcloud", creates=True, destroyable=False, made=_addons_made,
-                   meanwhile=_xpk_makes_the_cluster),
+    "lustre_firewall": Case("gcloud", creates=True, destroyable=True, made=_rule_made,
+                            gone=lambda c, x: lustre_rule_name(x.cfg.network) not in
+                            c.firewall_rules or pytest.fail(str(c.firewall_rules))),
+    # After xpk_cluster (its needs): xpk has exited, the cluster is there.
+    "addons": Case("gcloud", creates=True, destroyable=False, made=_addons_made),
     "credentials": Case("gcloud", creates=False, destroyable=False, note=r"^3 nodes$",
                         meanwhile=_xpk_makes_the_cluster),
     "secret": Case("kubectl", creates=True, destroyable=True, made=_secret_made,
@@ -323,7 +346,9 @@ def said_in(events: list) -> str:
 
 
 async def test_up_from_an_empty_project_runs_the_lustre_chain_while_xpk_runs(ctx, fast_retry):
-    plan_xpk(ctx, {"pause_s": 0.4})   # xpk makes its networks, then takes a while
+    # xpk makes its networks, takes a while, makes the control plane, then goes on (its node
+    # pool, its kubectl-apply modules) before it exits.
+    plan_xpk(ctx, {"pause_s": 0.4, "pause_after_s": 0.4})
     events: list = []
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry, listener=listen(events)).up()
     assert result.ok, result.messages
@@ -331,12 +356,15 @@ async def test_up_from_an_empty_project_runs_the_lustre_chain_while_xpk_runs(ctx
     assert result.states.pop("network_ready") in (S.DONE, S.EXISTED)
     assert set(result.states.values()) == {S.DONE}
     cloud = ctx.cloud
-    lustre_done = next(e.at for e in events if e.step == "lustre_instance" and e.state is S.DONE)
-    addons_start = next(e.at for e in events if e.step == "addons" and e.state is S.RUNNING)
+
+    def at(step: str, state: S) -> float:
+        return next(e.at for e in events if e.step == step and e.state is state)
+
     xpk_end = cloud.spans["xpk"][1]
-    assert lustre_done < xpk_end, "the Lustre chain waited for xpk to finish"
-    # The addons wait for xpk's control plane, not for xpk's exit (AddonsStep's docstring).
-    assert addons_start < xpk_end, "the addons waited for xpk to finish"
+    assert at("lustre_instance", S.DONE) < xpk_end, "the Lustre chain waited for xpk to finish"
+    # Kubernetes objects while xpk still runs; nothing on the GKE cluster until it exits.
+    assert at("secret", S.DONE) < xpk_end, "the Secret waited for xpk to finish"
+    assert at("addons", S.RUNNING) >= xpk_end, "the addons changed the cluster under xpk"
     assert [r.argv[:2] for r in cloud.xpk_runs] == [["cluster", "create"]]
     assert any(e.step == "dashboard" and e.message.startswith("Ray dashboard at http://127.0.0.1:")
                for e in events)
@@ -355,46 +383,6 @@ async def test_a_rerun_finds_everything_and_creates_nothing_twice(ctx, fast_retr
         "credentials": S.DONE, "secret": S.DONE, "dashboard": S.DONE}
     assert len(ctx.cloud.xpk_runs) == 1
     assert calls == {c: ctx.cloud.count(c) for c in calls} == dict.fromkeys(calls, 1)
-
-
-async def test_down_deletes_the_cluster_while_lustre_goes_and_the_networks_last(ctx, fast_retry):
-    seed(ctx, [t.name for t in STEP_TYPES])
-    cloud = ctx.cloud
-    # Deletes that take a while: starting xpk's delete early would overlap them.
-    cloud.slow.update({"delete peering": 0.08, "delete address": 0.08, "delete lustre": 0.08,
-                       "gke delete": 0.08})
-    events: list = []
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry, listener=listen(events)).down()
-    assert result.ok, result.messages
-    order = [(e.step, e.state) for e in events if e.kind == "state"]
-    xpk_starts = order.index(("network_ready", S.RUNNING))
-    for name in ("xpk_cluster", "lustre_instance", "peering", "ip_range"):
-        assert order.index((name, S.DESTROYED)) < xpk_starts, f"xpk's delete began before {name}"
-    assert result.states == {
-        "enable_apis": S.SKIPPED, "xpk_cluster": S.DESTROYED, "network_ready": S.DESTROYED,
-        "ip_range": S.DESTROYED, "peering": S.DESTROYED, "lustre_instance": S.DESTROYED,
-        "addons": S.SKIPPED, "credentials": S.SKIPPED, "secret": S.DESTROYED,
-        "pv_pvc": S.DESTROYED, "raycluster": S.DESTROYED, "dashboard": S.SKIPPED}
-    # xpk's networks went with its delete, and the row says so only once that step is done
-    assert result.messages["network_ready"] == "deleted by xpk cluster delete"
-    assert order.index(("network_ready", S.DESTROYED)) > order.index(("xpk_cluster", S.DESTROYED))
-    span = cloud.spans
-    chain = ["delete rayclusters/ray-a4-gpu-spot",
-             "delete persistentvolumeclaims/rl-demo-gpu-lustre-pvc",
-             "delete lustre", "delete peering", "delete address", "xpk delete"]
-    for before, after in zip(chain, chain[1:]):
-        assert span[before][1] <= span[after][0], f"{after} started before {before} ended"
-    for kube in ("delete secrets/ray-a4-gpu-spot-job-secrets", "delete rayclusters/ray-a4-gpu-spot",
-                 "delete persistentvolumeclaims/rl-demo-gpu-lustre-pvc"):
-        assert span[kube][1] <= span["gke delete"][0], f"the cluster went before {kube}"
-    # the billed cluster overlaps Lustre's delete; xpk's delete of the networks comes after it
-    assert span["gke delete"][0] < span["delete lustre"][1]
-    assert span["gke delete"][1] <= span["xpk delete"][0]
-    assert [r.argv[:2] for r in cloud.xpk_runs][-1] == ["cluster", "delete"]
-    assert cloud.violations == []
-    assert (cloud.cluster, cloud.networks, cloud.addresses, cloud.peerings, cloud.instances) == (
-        None, {}, {}, {}, {})
-    assert cloud.apis == set(CODELAB_APIS)    # kept: other things may use them
 
 
 def policy(*, classify: bool = False) -> RetryPolicy:
@@ -480,8 +468,7 @@ async def test_xpk_whose_node_pool_failed_in_gke_is_not_run_again(ctx, fast_retr
     quota = "Insufficient regional quota to satisfy request: PREEMPTIBLE_NVIDIA_B200_GPUS"
     plan_xpk(ctx, {"fail_op": quota, "exit": 1, "stderr": "ERROR: gcluster deploy failed"})
     result = await Runner(build_plan(ctx), ctx, retry=fast_retry).up({"addons"})
-    # The addons run alongside xpk (after its network): xpk's failure blocks them all the same.
-    assert result.states.pop("network_ready") in (S.DONE, S.EXISTED)
+    # The addons need xpk's exit: its failure blocks them.
     assert result.states == {"enable_apis": S.EXISTED, "xpk_cluster": S.FAILED,
                              "addons": S.BLOCKED}
     assert len(ctx.cloud.xpk_runs) == 1
@@ -497,71 +484,6 @@ async def test_a_lustre_create_that_fails_late_fails_the_step_once(ctx, fast_ret
     assert result.messages["lustre_instance"] == (
         "Lustre create failed: RESOURCE_EXHAUSTED: no capacity in us-east1-b")
     assert ctx.cloud.count("lustre.create") == 1
-
-
-# ---- xpk's state folder lost: ownership from the cloud's label -----------------------------
-
-async def test_down_without_xpk_state_deletes_a_labelled_cluster_and_its_networks(ctx, fast_retry):
-    seed(ctx, ["enable_apis"])
-    ctx.cloud.seed_cluster(labelled=True)        # no blueprint in ctx.xpk_dir
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down(
-        {"xpk_cluster", "network_ready"})
-    assert result.ok, result.messages
-    assert ctx.cloud.cluster is None and ctx.cloud.xpk_runs == []
-    assert (ctx.cloud.networks, ctx.cloud.subnets, ctx.cloud.firewall_rules) == ({}, {}, {})
-    assert result.messages["network_ready"] == "deleted by rltui (xpk's state was lost)"
-    steps = {s.name: s for s in build_plan(ctx)}
-    assert (await steps["xpk_cluster"].probe(ctx)).exists is False
-
-
-async def test_down_leaves_networks_without_xpk_state_or_an_owned_cluster_alone(ctx, fast_retry):
-    seed(ctx, ["enable_apis"])
-    ctx.cloud.seed_networks()                     # no cluster, no blueprint: whose are they?
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down(
-        {"xpk_cluster", "network_ready"})
-    assert result.states["xpk_cluster"] is S.ABSENT
-    assert result.states["network_ready"] is S.FAILED
-    assert "not rltui's, left alone" in result.messages["network_ready"]
-    assert ctx.cloud.networks
-
-
-async def test_down_leaves_an_unlabelled_cluster_without_xpk_state_alone(ctx, fast_retry):
-    seed(ctx, ["enable_apis"])
-    ctx.cloud.seed_cluster(labelled=False)
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down({"xpk_cluster"})
-    assert result.states["xpk_cluster"] is S.FAILED
-    assert "not rltui's, left alone" in result.messages["xpk_cluster"]
-    assert ctx.cloud.cluster is not None and ctx.cloud.networks
-    assert ctx.cloud.count("gke.delete") == 0 and ctx.cloud.xpk_runs == []
-
-
-async def test_a_lustre_instance_down_cannot_delete_keeps_its_network_not_the_cluster(ctx,
-                                                                                      fast_retry):
-    seed(ctx, [t.name for t in STEP_TYPES])
-    ctx.cloud.instances[ctx.cfg.lustre_instance_id].labels.clear()    # not made by rltui
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
-    assert result.states["lustre_instance"] is S.FAILED
-    assert "was not created by rltui" in result.messages["lustre_instance"]
-    assert {n: result.states[n] for n in ("peering", "ip_range", "network_ready")} == dict.fromkeys(
-        ("peering", "ip_range", "network_ready"), S.BLOCKED)
-    assert result.states["xpk_cluster"] is S.DESTROYED and ctx.cloud.cluster is None
-    assert ctx.cloud.instances and ctx.cloud.peerings and ctx.cloud.networks
-    assert [r.argv[:2] for r in ctx.cloud.xpk_runs] == []
-
-
-async def test_a_peering_that_cannot_be_deleted_does_not_keep_the_gpu_cluster(ctx, fast_retry):
-    seed(ctx, [t.name for t in STEP_TYPES])
-    ctx.cloud.fail("network.delete_peering",
-                   CloudError("delete peering: permission denied", transient=False, code="403"))
-    result = await Runner(build_plan(ctx), ctx, retry=fast_retry).down()
-    assert result.states["peering"] is S.FAILED and result.states["ip_range"] is S.BLOCKED
-    assert ctx.cloud.cluster is None                   # the billed GPUs are gone
-    assert result.states["xpk_cluster"] is S.DESTROYED
-    assert [r.argv[:2] for r in ctx.cloud.xpk_runs] == [["cluster", "delete"]]
-    # the network the peering holds stays, and down says so
-    assert ctx.cloud.held_networks() == ["ray-a4-gpu-spot-net-0"]
-    assert result.states["network_ready"] is S.FAILED
-    assert "already being used" in result.messages["network_ready"]
 
 
 # ---- half-right objects: the probe says "not ready" and apply repairs them ------------------

@@ -173,9 +173,9 @@ async def test_the_inventory_sees_lustre_deleting_while_its_delete_runs(built):
 
 
 async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
-    """The label proves ownership: the cluster goes through the GKE API and xpk's firewall
-    rules, subnets and networks by the blueprint's names (it used to refuse and leave the
-    8 x B200 cluster billed)."""
+    """The label proves ownership: the cluster goes through the GKE API, then xpk's routers
+    (with their NAT), NAT IPs, firewall rules, subnets and networks by the blueprint's names
+    (it used to refuse and leave the 8 x B200 cluster billed)."""
     ctx = built
     shutil.rmtree(ctx.xpk_dir)
     lines: list[str] = []
@@ -187,13 +187,17 @@ async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
     assert result.ok, result.messages
     # the rows say which path was taken, and who deleted xpk's networks
     assert titles["xpk_cluster"] == f"GKE cluster {ctx.cfg.cluster_name} (GKE API)"
-    assert result.messages["network_ready"] == "deleted by rltui (xpk's state was lost)"
+    assert result.messages["xpk_cluster"] == "deleted through the GKE API (xpk's state was lost)"
+    assert result.messages["network_ready"] == "deleted by rltui, by the blueprint's names"
     assert await ctx.gke.get() is None
-    names = xpkstate.blueprint_names(ctx.cfg.cluster_name)
+    names = xpkstate.blueprint_names(ctx.cfg.cluster_name, ctx.cfg.region)
     assert not {n.name for n in await ctx.network.networks()} & set(names.networks)
     assert not {f.name for f in await ctx.network.firewalls()} & set(names.firewalls)
     assert not [s for s in await ctx.network.subnetworks(ctx.cfg.region)
                 if s.name in names.subnets]
+    assert not {r.name for r in await ctx.network.routers(ctx.cfg.region)} & set(names.routers)
+    assert not {a.name for a in await ctx.network.regional_addresses(ctx.cfg.region)} & \
+        set(names.nat_ips)
     assert any("state folder is missing" in line for line in lines), lines
 
 

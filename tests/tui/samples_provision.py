@@ -28,7 +28,8 @@ def _from_the_plan() -> list[tuple[str, str, tuple[str, ...], float, str]]:
     ctx = Context(parse_config(EnvFile.read(env).values()), Endpoints(label="SANDBOX"), root=STATE)
     steps = {s.name: s for s in build_plan(ctx)}
     order = ("enable_apis", "xpk_cluster", "addons", "network_ready", "ip_range", "peering",
-             "lustre_instance", "credentials", "secret", "pv_pvc", "raycluster", "dashboard")
+             "lustre_instance", "lustre_firewall", "credentials", "secret", "pv_pvc", "raycluster",
+             "dashboard")
     assert set(order) == set(steps), "a step was added to the plan: list it here"
     return [(n, steps[n].title, tuple(steps[n].needs), steps[n].expected_s, steps[n].command()) for n in order]
 
