@@ -187,18 +187,24 @@ class Cloud:
         return bool(c.addons_config.ray_operator_config.enabled or c.addons_config.lustre_csi_driver_config.enabled)
 
     def labels_drift(self, wanted: dict[str, str]) -> bool:
+        """Whether a label of the blueprint's is missing or changed. resource_labels is
+        non-authoritative ("will only manage the labels present in your configuration",
+        terraform-provider-google v7.40.0 resource_container_cluster.go line 2168): labels
+        others added (rltui's managed-by) are left alone."""
         try:
             c = self.world.get_cluster(self.p.project, self.p.region, self.p.cluster)
         except NotFound:
             return False
-        return dict(c.resource_labels) != dict(wanted)
+        have = dict(c.resource_labels)
+        return any(have.get(k) != v for k, v in wanted.items())
 
     def update_addons(self, addons: container_v1.AddonsConfig) -> container_v1.Operation:
         with self.world.record.acting_as(self._agent()):
             return self.world.update_addons(self.p.project, self.p.region, self.p.cluster, addons)
 
     def set_labels(self, wanted: dict[str, str]) -> container_v1.Operation:
+        """The blueprint's labels put back, the others kept (non-authoritative, as above)."""
         with self.world.record.acting_as(self._agent()):
             c = self.world.get_cluster(self.p.project, self.p.region, self.p.cluster)
-            return self.world.set_labels(self.p.project, self.p.region, self.p.cluster, dict(wanted),
-                                         c.label_fingerprint)
+            return self.world.set_labels(self.p.project, self.p.region, self.p.cluster,
+                                         {**dict(c.resource_labels), **wanted}, c.label_fingerprint)

@@ -284,8 +284,9 @@ class Terraform:
         self.say(f"{res.address}: Creation complete [id={self.cloud.path(res)}]")
 
     async def _update_cluster(self, res: Res) -> None:
-        """A re-apply puts back the blueprint's addons and labels (neither is in the module's
-        lifecycle ignore_changes, which lists node_config and min_master_version only)."""
+        """A re-apply puts back the blueprint's addons (addons_config is not in the module's
+        lifecycle ignore_changes, which lists node_config and min_master_version only) and its
+        own labels, leaving labels others added (resource_labels is non-authoritative)."""
         wrong_addons = self.cloud.addons_drift()
         wrong_labels = self.cloud.labels_drift(res.spec["labels"])
         if not (wrong_addons or wrong_labels):
