@@ -10,6 +10,9 @@ APIS = ("container.googleapis.com", "lustre.googleapis.com", "compute.googleapis
 # 2 APIs, 3 xpk cluster create, 4 addons, 5 IP range, 6 peering, 7 Lustre, 8 PV/PVC, 9
 # RayCluster, 10 submit through the dashboard's port-forward). The credentials come before the
 # first kubectl, the Secret with the PV/PVC; network_ready is a wait of rltui's own (xpk has
-# made the network by then). bench/time_to_training.py runs the plan's steps in this order.
+# made the network by then). The codelab opens no firewall for Lustre; the GKE Lustre CSI guide
+# and Cluster Toolkit's Lustre example do (plan/steps_lustre.py), so the rule comes with the
+# peering here. bench/time_to_training.py runs the plan's steps in this order.
 CODELAB_ORDER = ("enable_apis", "xpk_cluster", "addons", "network_ready", "ip_range", "peering",
-                 "lustre_instance", "credentials", "secret", "pv_pvc", "raycluster", "dashboard")
+                 "lustre_firewall", "lustre_instance", "credentials", "secret", "pv_pvc", "raycluster",
+                 "dashboard")

@@ -83,15 +83,16 @@ def test_rltui_check_refuses_a_long_cluster_name_in_one_line_per_problem(tmp_pat
     assert "Traceback" not in out.err + out.out
 
 
+@pytest.mark.parametrize("project", ["example.com:rl-proj", "example.com:proj"])
 @pytest.mark.parametrize("argv", [["check"], ["status", "--sandbox"], ["status", "--sandbox", "--json"],
                                   ["up", "--check", "--sandbox"]])
-def test_a_domain_scoped_project_is_refused_in_one_line_everywhere(argv, tmp_path, capsys) -> None:
+def test_a_domain_scoped_project_is_refused_in_one_line_everywhere(argv, project, tmp_path, capsys) -> None:
     from rltui.cli import main
 
     env = tmp_path / "env.sh"
-    env.write_text("".join(f'export {k}="{v}"\n' for k, v in {**GOOD, "PROJECT_ID": "example.com:rl-proj"}.items()))
+    env.write_text("".join(f'export {k}="{v}"\n' for k, v in {**GOOD, "PROJECT_ID": project}.items()))
     assert main([*argv, "--env", str(env)]) == 2
     out = capsys.readouterr()
     err = out.err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("PROJECT_ID: 'example.com:rl-proj' is a domain-scoped project ID"), err
+    assert len(err) == 1 and err[0].startswith(f"PROJECT_ID: '{project}' is a domain-scoped project ID"), err
     assert "Traceback" not in out.err + out.out
