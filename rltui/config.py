@@ -178,10 +178,6 @@ class RLConfig(BaseModel):
     def _project_id(cls, v: str) -> str:
         if _placeholder(v):
             raise ValueError(f"still the template placeholder {v}: set your Google Cloud project ID")
-        if not PROJECT_ID.match(v):
-            raise ValueError(
-                f"{v!r} is not a project ID: 6-30 lowercase letters, digits or hyphens,"
-                " starting with a letter and not ending with a hyphen")
         if ":" in v:
             # A domain-scoped ID ("example.com:proj") is a real project ID, which gcloud and
             # Terraform accept (terraform-provider-google's ProjectRegex allows "domain:"), but
@@ -192,6 +188,10 @@ class RLConfig(BaseModel):
                 f"{v!r} is a domain-scoped project ID, which rltui does not support: its state"
                 " folders and xpk's blueprint names are made from PROJECT_ID and were never tried"
                 " with a ':'; use a project whose ID has no domain")
+        if not PROJECT_ID.match(v):
+            raise ValueError(
+                f"{v!r} is not a project ID: 6-30 lowercase letters, digits or hyphens,"
+                " starting with a letter and not ending with a hyphen")
         return v
 
     @field_validator("zone")
