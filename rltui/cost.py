@@ -28,7 +28,8 @@ its description without the " running in <geography>" tail, and the plan's regio
   ["global"], 0.10 USD per cluster-hour) of Kubernetes Engine (services/CCD8-9BF1-090E); xpk's
   Toolkit cluster is regional. Source: infracost's google container_cluster resource (the
   description it filters on) and a public catalog fixture with those ids.
-- Managed Lustre per GiB-hour at the plan's throughput tier: NOT VERIFIED. No public catalog
+- Managed Lustre per GiB-hour at the plan's throughput tier (a SKU per GiB-month is converted:
+  rltui/cloud/billing.py "Units"): NOT VERIFIED. No public catalog
   response for Managed Lustre was found; the service name and descriptions in `LUSTRE_SKU` are
   this project's guess and the sandbox's prices for them are invented.
 - Cloud NAT and its addresses: Cluster Toolkit's vpc module (v1.94.0 modules/network/vpc, used
@@ -117,25 +118,37 @@ def lustre_sku(tier: int) -> str:
 @dataclass(frozen=True)
 class Want:
     """One price to find: the SKU of `service` whose description starts with `description`
-    and that is offered in `region` (or "global")."""
+    and that is offered in `region` (or "global"). Its rate is wanted per hour of one thing
+    (`quantity` "") or per GiB-hour (`quantity` "GiBy"); `hourly_use` is how many of those the
+    plan uses at once, which decides whether it passes a SKU's free allowance
+    (rltui/cloud/billing.py, "Tiers")."""
 
     key: str
     service: str
     description: str
     region: str
+    quantity: str = ""
+    hourly_use: float = 1.0
 
 
 def wanted(cfg: RLConfig) -> list[Want]:
     """The SKUs the plan's estimate needs, in its region."""
+    cores, gib = CPU_MACHINES[SYSTEM_POOL_MACHINE]
+    vms = min(NAT_VM_CAP, cfg.num_nodes + SYSTEM_POOL_NODES)
     out = [Want("gke", GKE, "Regional Kubernetes Clusters", GLOBAL),
-           Want("cpu-core", COMPUTE, "E2 Instance Core", cfg.region),
-           Want("cpu-ram", COMPUTE, "E2 Instance Ram", cfg.region),
-           Want("lustre", LUSTRE, lustre_sku(cfg.lustre_throughput), cfg.region),
-           Want("nat-gateway", NETWORKING, "Networking Cloud Nat Gateway Uptime", GLOBAL),
-           Want("nat-ip", NETWORKING, "Networking Cloud NAT IP Usage", GLOBAL)]
+           Want("cpu-core", COMPUTE, "E2 Instance Core", cfg.region,
+                hourly_use=SYSTEM_POOL_NODES * cores),
+           Want("cpu-ram", COMPUTE, "E2 Instance Ram", cfg.region, "GiBy", SYSTEM_POOL_NODES * gib),
+           Want("lustre", LUSTRE, lustre_sku(cfg.lustre_throughput), cfg.region, "GiBy",
+                float(cfg.lustre_capacity)),
+           Want("nat-gateway", NETWORKING, "Networking Cloud Nat Gateway Uptime", GLOBAL,
+                hourly_use=BLUEPRINT_NATS * vms),
+           Want("nat-ip", NETWORKING, "Networking Cloud NAT IP Usage", GLOBAL,
+                hourly_use=BLUEPRINT_NATS * NAT_IPS_PER_NAT)]
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     if machine in SPOT_SLICES:
-        out.append(Want(slice_key(machine), COMPUTE, SPOT_SLICES[machine], cfg.region))
+        out.append(Want(slice_key(machine), COMPUTE, SPOT_SLICES[machine], cfg.region,
+                        hourly_use=cfg.num_nodes * cfg.gpus_per_node))
     return out
 
 
@@ -174,7 +187,7 @@ class Prices:
     currency: str = "USD"
     as_of: str = ""
     source: str = ""  # "Cloud Billing Catalog" or the sandbox's label
-    missing: tuple[str, ...] = field(default=())  # keys the catalog had no SKU for
+    missing: tuple[str, ...] = field(default=())  # keys the catalog had no SKU (or no usable rate) for
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)

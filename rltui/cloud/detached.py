@@ -19,6 +19,27 @@ that counts as the same process.
 
 Stdlib only (this is an adapter; nothing here asks the cloud). Killing is by process group
 (the tool leads its session, so its PGID is its PID) and only while the identity holds.
+
+Stopping waits for the whole group, not for xpk alone. `xpk cluster create` runs gcluster, which
+runs Terraform and its provider plugins, all in xpk's process group (none of them makes a group
+of its own). A signal to xpk's PID alone, or waiting for xpk alone, leaves Terraform running:
+Python's xpk dies at once, while Terraform shuts down gracefully, and terraform-provider-google
+(v7.40.0) then persists the GKE operation it was waiting on into the state so that the next run
+resumes it ("Persisting %s so this operation can be resumed":
+google/services/container/resource_container_cluster.go:3204-3210 on `config.Context.Done()`,
+resource_container_node_pool.go:891-897 the same). Starting `xpk cluster delete`, or a second
+create, against the same local Terraform state before that ends races the first one. So `stop`
+sends SIGINT to the group first (Terraform's graceful interrupt; Python raises
+KeyboardInterrupt), waits until no process of the group is left, at most STOP_GRACE_S reference
+seconds (scaled by the Detached's `time_scale`, Endpoints.time_scale: a sandbox runs faster),
+then SIGTERM (STOP_TERM_S), then SIGKILL. A group is left when `killpg(pgid, 0)` says
+ProcessLookupError, or when every member /proc lists with that process group (field 5 of
+/proc/<pid>/stat) is a zombie: orphans are reparented to PID 1, and a PID 1 that does not reap
+(a container's init, this machine's) leaves them as zombies in the group for good; a zombie runs
+nothing. The group's ID stays the tool's while any member lives: "A process group ID shall not
+be reused by the system until the process group lifetime ends" (POSIX.1-2017 Base Definitions, chapter 4, "Process ID
+Reuse" section; Linux keeps the number allocated while a task uses it as its PGID: kernel/pid.c
+__change_pid frees a struct pid only when no task holds it for any pid type).
 """
 
 from __future__ import annotations
@@ -40,6 +61,13 @@ Line = Callable[[str], None]
 
 POLL_S = 0.05          # how often a log is read while the tool runs
 ERROR_TAIL = 200       # lines kept from a run for quoting its last error
+# How long `stop` waits for the group after each signal, in reference seconds (x time_scale):
+# Terraform's graceful interrupt waits for the requests in flight and writes the state; minutes.
+STOP_GRACE_S = 300.0   # after SIGINT
+STOP_TERM_S = 60.0     # after SIGTERM
+STOP_KILL_S = 10.0     # after SIGKILL (real seconds: the kernel's, not the cloud's)
+STOP_FLOOR_S = 0.5     # the shortest wait, whatever the scale
+STOP_POLL_S = 0.1      # how often the group is looked for while it stops
 
 
 @dataclass(frozen=True)
@@ -136,9 +164,11 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 
 @dataclass(frozen=True)
 class Detached:
-    """One tool's detached runs in one folder (xpk: its state folder, ctx.xpk_dir)."""
+    """One tool's detached runs in one folder (xpk: its state folder, ctx.xpk_dir).
+    `time_scale`: real seconds per reference second (Endpoints.time_scale), for `stop`'s bounds."""
     folder: Path
     tool: str = "xpk"
+    time_scale: float = 1.0
 
     @property
     def record_path(self) -> Path:
@@ -260,19 +290,32 @@ class Detached:
                     raise TimeoutError(f"{rec.describe()} still runs")
                 await asyncio.sleep(POLL_S)
 
-    async def stop(self, rec: Record, timeout_s: float = 10.0) -> bool:
-        """SIGTERM to its process group while the identity holds, SIGKILL after `timeout_s`.
-        True when it had been running."""
-        if not _signal(rec, signal.SIGTERM):
-            self._ended(rec)
+    async def stop(self, rec: Record, *, grace_s: float | None = None,
+                   term_s: float | None = None) -> bool:
+        """Stop the run's whole process group (see the module docstring): SIGINT, then wait until
+        no process of the group is left, at most `grace_s` (default STOP_GRACE_S x time_scale);
+        then SIGTERM and `term_s` (STOP_TERM_S x time_scale); then SIGKILL and STOP_KILL_S.
+        Only while the identity holds: the leader is still the recorded process, or it has ended
+        and its group (which keeps its PID from reuse) still runs. True when something ran."""
+        scale = max(self.time_scale, 0.0)
+        grace = max(STOP_FLOOR_S, STOP_GRACE_S * scale) if grace_s is None else grace_s
+        term = max(STOP_FLOOR_S, STOP_TERM_S * scale) if term_s is None else term_s
+        self._ended(rec)               # reap our own child if it already ended
+        if not _ours(rec) or not _group_alive(rec.pid):
             return False
-        until = time.monotonic() + timeout_s
-        while not self._ended(rec)[0]:
-            if time.monotonic() > until:
-                _signal(rec, signal.SIGKILL)
-                until = time.monotonic() + timeout_s
-            await asyncio.sleep(POLL_S)
-        return True
+        for sig, wait_s in ((signal.SIGINT, grace), (signal.SIGTERM, term),
+                            (signal.SIGKILL, STOP_KILL_S)):
+            if not _signal_group(rec.pid, sig):
+                return True            # gone between the look and the signal
+            until = time.monotonic() + wait_s
+            while True:
+                self._ended(rec)       # a zombie leader of ours is reaped, not waited for
+                if not _group_alive(rec.pid):
+                    return True
+                if time.monotonic() > until:
+                    break
+                await asyncio.sleep(STOP_POLL_S)
+        return True                    # past SIGKILL: only processes in uninterruptible sleep
 
 
 def _open_log(path: Path, offset: int | None) -> BinaryIO:
@@ -285,14 +328,53 @@ def _open_log(path: Path, offset: int | None) -> BinaryIO:
     return f
 
 
-def _signal(rec: Record, sig: int) -> bool:
-    child = _children.get(rec.pid)
-    if child is not None and child.poll() is not None:
-        return False
-    if not is_live(rec):
-        return False
+def _ours(rec: Record) -> bool:
+    """The recorded run may be signalled: its leader is still that process (live, or a zombie
+    with its start time), or no process holds its PID any more (its group's members may still
+    run: the PID stays reserved while they do). A PID now another program's is never ours."""
+    st = _stat(rec.pid)
+    if st is None:
+        return True
+    if st[1] != rec.start_ticks:
+        return False                   # the PID was reused: its group ended before
+    return st[0] in ("Z", "X", "x") or _same_cmdline(_cmdline(rec.pid), rec)
+
+
+def _members(pgid: int) -> list[int]:
+    """The processes in process group `pgid` that are not zombies (field 5 of
+    /proc/<pid>/stat is the process group; proc(5))."""
+    out: list[int] = []
     try:
-        os.killpg(rec.pid, sig)       # it leads its own session: its group is its PID
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        rest = raw[raw.rfind(")") + 2:].split()
+        if len(rest) > 2 and int(rest[2]) == pgid and rest[0] not in ("Z", "X", "x"):
+            out.append(int(entry))
+    return out
+
+
+def _group_alive(pgid: int) -> bool:
+    """Some process of the group still runs (zombies do not: see the module docstring)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True                    # members we may not signal: alive all the same
+    return bool(_members(pgid))
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)           # it leads its own session: its group is its PID
     except ProcessLookupError:
         return False
     return True

@@ -1,8 +1,19 @@
 """Failures of cloud calls, sorted into "try again" and "here is what to do".
 
 Transient: UNAVAILABLE, RESOURCE_EXHAUSTED (rate), DEADLINE_EXCEEDED, ABORTED, 429 and 5xx,
-connection errors, and a GKE cluster busy with another operation. Everything else is
-permanent and becomes one line saying what to do.
+connection errors, a GKE cluster busy with another operation, and Compute Engine's 400 with
+reason `resourceNotReady`. Everything else is permanent and becomes one line saying what to do.
+
+resourceNotReady: Compute refuses a change to a network or subnetwork that another change is
+still being applied to ("GCE Networks are considered unready for a brief period when certain
+operations are performed on them", and the same of subnetworks: terraform-provider-google
+v7.40.0 google/transport/error_retry_predicates.go:57-61 and 74-78, isSubnetworkUnreadyError and
+isNetworkUnreadyError at 160-184, both in defaultErrorRetryPredicates, i.e. retried by default).
+rltui's inserts on xpk's network (the IP range, the Lustre firewall rule) can run while
+Terraform still changes it. Compute's REST errors carry that reason in the older `errors[]`
+list ({domain, reason, message}), which google-api-core keeps as `exc.errors`
+(google/api_core/exceptions.py format_http_response_error); the provider also looks for
+"networks" in the body's text, which rltui does not: the reason alone decides.
 
 What an error IS comes from its google.rpc.ErrorInfo reason (google-api-core's `exc.reason`,
 `exc.domain`, `exc.error_info.metadata`), never from its wording: GKE words "busy" at least
@@ -29,6 +40,7 @@ T = TypeVar("T")
 BUSY_REASON = "CLUSTER_ALREADY_HAS_OPERATION"
 DISABLED_REASON = "SERVICE_DISABLED"
 RATE_REASONS = frozenset({"RATE_LIMIT_EXCEEDED"})
+NOT_READY_REASON = "resourceNotReady"   # compute's errors[].reason (see the module docstring)
 
 
 class CloudError(Exception):
@@ -70,6 +82,17 @@ def error_reason(exc: BaseException) -> tuple[str, dict[str, str]]:
     return reason, dict(metadata) if metadata is not None and hasattr(metadata, "items") else {}
 
 
+def legacy_reasons(exc: BaseException) -> list[str]:
+    """The `reason` of each entry of a REST error's older `errors[]` list (google-api-core's
+    `exc.errors`: the dicts as the JSON had them); [] when there is none."""
+    out = []
+    for item in getattr(exc, "errors", None) or ():
+        reason = item.get("reason") if isinstance(item, dict) else None
+        if isinstance(reason, str):
+            out.append(reason)
+    return out
+
+
 def api_disabled(exc: BaseException) -> bool:
     """A refusal because the API is off (reason SERVICE_DISABLED): nothing of it can exist."""
     return error_reason(exc)[0] == DISABLED_REASON
@@ -87,6 +110,8 @@ def _google_error(exc: GoogleAPICallError, prefix: str, text: str, name: str) ->
         return CloudError(prefix + text, transient=True, code=name)
     if reason == BUSY_REASON:
         return CloudError(prefix + text, transient=True, code="ClusterBusy")
+    if isinstance(exc, gexc.BadRequest) and NOT_READY_REASON in legacy_reasons(exc):
+        return CloudError(prefix + text, transient=True, code="ResourceNotReady")
     if reason == DISABLED_REASON:
         api = metadata.get("service", "the")
         return CloudError(prefix + f"the {api} API is not enabled: run `gcloud services"

@@ -35,7 +35,16 @@ Spot GPU quota (Cloud Quotas), a zone's machine type, and the caller's permissio
   family value: `NVIDIA_B200` and `NVIDIA_H100` as public tools read them live (GPU_FAMILIES);
   the other accelerators' values were not found: their quota is reported unknown, with where to
   look. A QuotaInfo gives the limit in effect, not the usage (Cloud Monitoring's
-  .../preemptible_gpus_per_gpu_family/usage has that): not read. The API must be enabled
+  .../preemptible_gpus_per_gpu_family/usage has that): not read. The standard (on-demand) GPU
+  quota of the family is read from the same answer: metric `compute.googleapis.com/
+  gpus_per_gpu_family`, quota id GPUS-PER-GPU-FAMILY-per-project-region (public quota tools read
+  it live under that id, dimensioned by region and gpu_family), because Spot VMs use it where no
+  preemptible quota was granted ("In regions where you don't have preemptible CPU quota, you can
+  use standard CPU quota to launch preemptible VMs", and once granted "all preemptible VMs count
+  against that quota": docs.cloud.google.com/compute/docs/instances/create-use-preemptible,
+  "Preemptible CPU quotas"; for GPUs too: "To prevent Spot VMs from consuming your quotas for
+  standard VMs' CPUs, GPUs, and disks, consider requesting preemptible quota for Spot VMs",
+  docs.cloud.google.com/compute/docs/instances/create-use-spot, "Before you begin"). The API must be enabled
   ("To use the Cloud Quotas API, you must first enable it": docs.cloud.google.com/docs/quotas/
   development-environment); off (SERVICE_DISABLED) is None here, with the fix.
 - Lustre capacity: its quota (`lustre.googleapis.com/capacity`, "Lustre storage capacity (GiB) per
@@ -69,6 +78,8 @@ class Quota:
 GPU_FAMILIES = {"nvidia-b200": "NVIDIA_B200", "nvidia-h100-80gb": "NVIDIA_H100"}
 PREEMPTIBLE_GPUS_METRIC = "compute.googleapis.com/preemptible_gpus_per_gpu_family"
 PREEMPTIBLE_GPUS_ID = "PREEMPTIBLE-GPUS-PER-GPU-FAMILY"
+GPUS_METRIC = "compute.googleapis.com/gpus_per_gpu_family"   # standard (on-demand) GPUs
+GPUS_ID = "GPUS-PER-GPU-FAMILY"
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
 
 
@@ -79,6 +90,29 @@ class FamilyQuota:
     limit: float | None
     quota_id: str = ""
     why: str = ""        # "off": the API is off; "absent": no such QuotaInfo or no entry for it
+
+
+@dataclass(frozen=True)
+class GpuFamilyQuotas:
+    """A GPU family's two quotas in a region: the preemptible one (Spot VMs) and the standard one
+    (what Spot VMs use where no preemptible quota was granted: see the module docstring)."""
+
+    preemptible: FamilyQuota
+    standard: FamilyQuota
+
+
+def _is_preemptible(info: Any) -> bool:
+    return bool(info.metric == PREEMPTIBLE_GPUS_METRIC
+                or str(info.quota_id).upper().startswith(PREEMPTIBLE_GPUS_ID))
+
+
+def _is_standard(info: Any) -> bool:
+    return bool(info.metric == GPUS_METRIC or str(info.quota_id).upper().startswith(GPUS_ID))
+
+
+def _family_quota(infos: list[Any], region: str, family: str) -> FamilyQuota:
+    found = family_limit(infos, region, family)
+    return FamilyQuota(None, why="absent") if found is None else FamilyQuota(found[0], found[1])
 
 
 def family_limit(infos: Iterable[Any], region: str, family: str) -> tuple[float, str] | None:
@@ -165,8 +199,9 @@ class QuotaAdapter:
 
         return await retry(lambda: asyncio.to_thread(call), what="test IAM permissions")
 
-    async def preemptible_gpus(self, region: str, family: str) -> FamilyQuota:
-        """The Spot GPU quota of `family` in `region` (Cloud Quotas; see the module docstring)."""
+    async def gpu_family_quotas(self, region: str, family: str) -> GpuFamilyQuotas:
+        """The preemptible and the standard GPU quota of `family` in `region`, from one read
+        of Cloud Quotas (see the module docstring)."""
         from google.api_core import exceptions as gexc
 
         parent = f"projects/{self.project}/locations/global/services/compute.googleapis.com"
@@ -177,8 +212,7 @@ class QuotaAdapter:
             try:
                 pager = await self._quotas.list_quota_infos(request={"parent": parent},
                                                             timeout=CALL_TIMEOUT_S)
-                return [q async for q in pager if q.metric == PREEMPTIBLE_GPUS_METRIC
-                        or q.quota_id.upper().startswith(PREEMPTIBLE_GPUS_ID)]
+                return [q async for q in pager if _is_preemptible(q) or _is_standard(q)]
             except gexc.PermissionDenied as exc:
                 if api_disabled(exc):
                     return None
@@ -186,11 +220,16 @@ class QuotaAdapter:
 
         infos = await retry(call, what="Cloud Quotas: compute.googleapis.com quotas")
         if infos is None:
-            return FamilyQuota(None, why="off")
-        found = family_limit(infos, region, family)
-        if found is None:
-            return FamilyQuota(None, why="absent")
-        return FamilyQuota(found[0], found[1])
+            off = FamilyQuota(None, why="off")
+            return GpuFamilyQuotas(off, off)
+        return GpuFamilyQuotas(
+            _family_quota([i for i in infos if _is_preemptible(i)], region, family),
+            _family_quota([i for i in infos if _is_standard(i) and not _is_preemptible(i)],
+                          region, family))
+
+    async def preemptible_gpus(self, region: str, family: str) -> FamilyQuota:
+        """The Spot GPU quota of `family` in `region` (Cloud Quotas; see the module docstring)."""
+        return (await self.gpu_family_quotas(region, family)).preemptible
 
     def close(self) -> None:
         if self._session is not None:

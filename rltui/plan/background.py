@@ -58,7 +58,7 @@ async def stop_background(ctx: Context, out: Callable[[str], Any]) -> Background
     re-attaches to it. Returns what was running, if anything."""
     from ..cloud.detached import Detached
 
-    tool = Detached(ctx.xpk_dir, "xpk")
+    tool = Detached(ctx.xpk_dir, "xpk", ctx.endpoints.time_scale)  # stop's bounds scale with it
     rec = tool.live()
     if rec is None:
         return None

@@ -11,7 +11,18 @@ on; `up` does, and then knows). Where each answer comes from:
   compute.googleapis.com/preemptible_gpus_per_gpu_family, gpu_family NVIDIA_B200 for b200-8, and
   reported unknown, with the console page and the gcloud command, where that API is off or the
   family's value is not known. The GPUs needed are NUM_NODES x GPUS_PER_NODE, against the limit
-  (what is in use is not read there). CPUs: xpk's default CPU pool,
+  (what is in use is not read there). Which quota a Spot VM counts against: the preemptible one
+  once it is granted ("After Compute Engine grants you preemptible CPU quota in that region, all
+  preemptible VMs count against that quota"), the standard one where none is ("In regions where
+  you don't have preemptible CPU quota, you can use standard CPU quota to launch preemptible
+  VMs": docs.cloud.google.com/compute/docs/instances/create-use-preemptible, "Preemptible CPU
+  quotas"; that Spot VMs' GPUs do the same: "To prevent Spot VMs from consuming your quotas for
+  standard VMs' CPUs, GPUs, and disks, consider requesting preemptible quota for Spot VMs",
+  docs.cloud.google.com/compute/docs/instances/create-use-spot). So a preemptible limit of 0
+  (none granted) sends the check to the family's standard quota (compute.googleapis.com/
+  gpus_per_gpu_family, GPUS-PER-GPU-FAMILY-per-project-region), and the check says which quota
+  it judged; a granted preemptible limit is judged alone, even when short (the standard quota
+  does not make up the difference, by the first sentence quoted). CPUs: xpk's default CPU pool,
   `--default-pool-cpu-num-nodes` (default 6: xpk 1.16.0 parser/cluster.py) x e2-standard-4's 4
   vCPUs, against CPUS. Whether an A4 Spot node's 224 vCPUs also count against CPUS or
   PREEMPTIBLE_CPUS is NOT verified: not counted. Addresses: xpk makes the cluster with private
@@ -33,8 +44,23 @@ on; `up` does, and then knows). Where each answer comes from:
   api-permissions: clusters.create needs container.clusters.create and iam.serviceAccounts.actAs;
   nodePools.create and nodePools.delete need container.clusters.update).
 - Names taken: the cluster, the network, the address and the Lustre instance, with ownership
-  decided as plan/inventory.py decides it (the `managed-by=rltui` label; xpk's state in rltui's
-  folder for the network). Taken by rltui is fine: `up` resumes it.
+  decided as plan/inventory.py and the teardown decide it (the `managed-by=rltui` label; xpk's
+  state in rltui's folder for the network; for the IP range its label, or a description
+  starting with "managed-by=rltui", plan/ownership.py RULE_MARK). Taken by rltui is fine: `up`
+  resumes it. A range with the name but without the mark is not rltui's: the teardown leaves it
+  (IpRangeStep.destroy) and `up` does not adopt it, so the check fails with the command that
+  deletes it by hand.
+- Permissions of the IP range and the peering: the Private Services Access "Required
+  permissions" list (compute.globalAddresses.create, compute.globalAddresses.createInternal,
+  compute.networks.use, servicenetworking.services.addPeering, among others:
+  docs.cloud.google.com/sql/docs/mysql/configure-private-services-access); rltui also sets the
+  range's labels with globalAddresses.setLabels when the insert drops them (cloud/network.py
+  create_address), deletes the range (compute.globalAddresses.deleteInternal, an INTERNAL
+  address) and, when Service Networking will not delete the connection, removes the peering
+  from the network itself (compute networks.removePeering: compute.networks.removePeering).
+  The Lustre firewall rule (LustreFirewallStep) is rltui's own insert on xpk's network:
+  compute.firewalls.create (and the network's compute.networks.updatePolicy, as for xpk's
+  rules); its delete is the teardown's compute.firewalls.delete.
 - The zone offering the machine type: machineTypes.get in the configured zone.
 """
 
@@ -70,14 +96,19 @@ STEP_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "compute.routers.create", "compute.routers.get", "compute.routers.update",
         "compute.addresses.create", "compute.addresses.get", "compute.addresses.use",
         "compute.globalOperations.get", "compute.regionOperations.get"),
-    "IP range": ("compute.globalAddresses.create", "compute.globalAddresses.get"),
+    "IP range": ("compute.globalAddresses.create", "compute.globalAddresses.createInternal",
+                 "compute.globalAddresses.get", "compute.globalAddresses.setLabels",
+                 "compute.networks.use"),
     "VPC peering": ("servicenetworking.services.addPeering",),
     "Lustre instance": ("lustre.instances.create", "lustre.instances.get", "lustre.operations.get"),
+    "Lustre firewall rule": ("compute.firewalls.create", "compute.firewalls.get",
+                             "compute.networks.updatePolicy"),
     "Kubernetes objects": ("container.persistentVolumes.create", "container.persistentVolumeClaims.create",
                            "container.secrets.create", "container.thirdPartyObjects.create"),
     "submit (port-forward)": ("container.pods.portForward",),
     "teardown": ("container.clusters.delete", "lustre.instances.delete", "compute.globalAddresses.delete",
-                 "servicenetworking.services.deleteConnection", "compute.networks.delete",
+                 "compute.globalAddresses.deleteInternal", "servicenetworking.services.deleteConnection",
+                 "compute.networks.removePeering", "compute.networks.delete",
                  "compute.subnetworks.delete", "compute.firewalls.delete", "compute.routers.delete",
                  "compute.addresses.delete"),
 }
@@ -155,7 +186,8 @@ async def _quota_checks(ctx: Context, enabled: set[str]) -> list[Check]:
 
 async def _gpu_check(ctx: Context) -> Check:
     """The Spot GPU quota of the device's family in the region, from the Cloud Quotas API
-    (cloud/quotas.py); unknown, with where to look, when it cannot be read."""
+    (cloud/quotas.py): the preemptible quota where one is granted, else the standard one (see
+    the module docstring); unknown, with where to look, when it cannot be read."""
     from ..cloud.quotas import GPU_FAMILIES, PREEMPTIBLE_GPUS_METRIC
 
     cfg = ctx.cfg
@@ -170,22 +202,34 @@ async def _gpu_check(ctx: Context) -> Check:
         return Check(title, None, f"{gpus} needed; the gpu_family of {accel} in Cloud Quotas is not known"
                                   " to rltui", where)
     try:
-        got = await quota_adapter(ctx).preemptible_gpus(cfg.region, family)
+        got = await quota_adapter(ctx).gpu_family_quotas(cfg.region, family)
     except Exception as exc:  # noqa: BLE001 - e.g. no cloudquotas.quotas.get: unknown, with the reason
         return Check(title, None, f"Cloud Quotas could not be read: {str(exc)[:160]}", where)
-    if got.limit is None and got.why == "off":
+    pre, std = got.preemptible, got.standard
+    if pre.limit is None and pre.why == "off":
         return Check(title, None, f"{gpus} needed; the Cloud Quotas API, where Google lists this quota,"
                                   " is off (`--check` turns nothing on)",
                      f"gcloud services enable cloudquotas.googleapis.com --project={cfg.project_id},"
                      f" then check again (or see {console})")
-    if got.limit is None:
+    if pre.limit is None:
         return Check(title, None, f"{gpus} needed; Cloud Quotas lists no {PREEMPTIBLE_GPUS_METRIC}"
                                   f" for {family} in {cfg.region}", where)
-    detail = (f"{gpus} needed, {got.limit:g} granted in {cfg.region} ({got.quota_id}; what is in use"
-              " is not read)")
-    if got.limit >= gpus:
+    unread = "what is in use is not read"
+    if pre.limit > 0:   # granted: every Spot VM counts against it, and only it
+        detail = f"{gpus} needed, {pre.limit:g} granted in {cfg.region} ({pre.quota_id}; {unread})"
+        if pre.limit >= gpus:
+            return Check(title, True, detail)
+        return Check(title, False, detail + "; with preemptible quota granted, Spot VMs do not use"
+                     " the standard quota", f"request more Spot {family} GPUs in {cfg.region}: {where}")
+    # None granted as preemptible: Spot VMs use the family's standard quota.
+    none = f"{gpus} needed; no preemptible quota granted in {cfg.region}, so Spot VMs use the standard quota"
+    if std.limit is None:
+        return Check(title, None, f"{none}, which Cloud Quotas does not list for {family}", where)
+    detail = f"{none}: {std.limit:g} granted ({std.quota_id}; {unread})"
+    if std.limit >= gpus:
         return Check(title, True, detail)
-    return Check(title, False, detail, f"request more Spot {family} GPUs in {cfg.region}: {where}")
+    return Check(title, False, detail, f"request Spot (preemptible) or standard {family} GPUs in"
+                                      f" {cfg.region}: {where}")
 
 
 async def _permission_checks(ctx: Context) -> list[Check]:
@@ -207,6 +251,7 @@ async def _permission_checks(ctx: Context) -> list[Check]:
 
 async def _name_checks(ctx: Context, enabled: set[str]) -> list[Check]:
     from .inventory import _labelled, _xpk_state
+    from .ownership import hand_delete
 
     cfg = ctx.cfg
 
@@ -228,14 +273,33 @@ async def _name_checks(ctx: Context, enabled: set[str]) -> list[Check]:
         return Check(title, False, "taken by something rltui did not make", fix)
 
     inst_owned = bool(lustre is not None and lustre.labels.get("managed-by") == "rltui")
+    address_name = name("IP range", cfg.address_name, address, _range_marked(address), COMPUTE, "")
+    if address_name.ok is False:
+        address_name = Check(address_name.name, False,
+                             "exists, not rltui's (no managed-by=rltui label or description): up will"
+                             " refuse to adopt it; delete it by hand or pick another name (it is"
+                             " google-managed-services-<network>: set NETWORK_NAME or CLUSTER_NAME"
+                             " in env.sh)",
+                             hand_delete("IP range", cfg.address_name, cfg))
     return [
         name("GKE cluster", cfg.cluster_name, cluster, ours, CONTAINER, "set CLUSTER_NAME to another name in env.sh"),
         name("VPC network", cfg.network, network, ours, COMPUTE, "set NETWORK_NAME (or CLUSTER_NAME) in env.sh"),
-        # The address and the peering are rltui's whoever made them (inventory.py: owned=True).
-        name("IP range", cfg.address_name, address, True, COMPUTE, ""),
+        address_name,
         name("Lustre instance", cfg.lustre_instance_id, lustre, inst_owned, LUSTRE,
              "set LUSTRE_INSTANCE_ID to another name in env.sh"),
     ]
+
+
+def _range_marked(address: Any) -> bool:
+    """The IP range carries rltui's mark: the label managed-by=rltui (what IpRangeStep sets and
+    what the teardown deletes by: ownership.marked), or a description starting with
+    "managed-by=rltui" (ownership.RULE_MARK, the mark where a label has no room)."""
+    from .ownership import RULE_MARK, marked
+
+    if address is None or address is False:
+        return False
+    return marked(getattr(address, "labels", None)) or \
+        str(getattr(address, "description", "") or "").startswith(RULE_MARK)
 
 
 async def _machine_check(ctx: Context, enabled: set[str]) -> list[Check]:

@@ -28,8 +28,12 @@ Where each SKU and number comes from (rltui/cost.py's docstring has the full cit
   GiB-hour: the commonly quoted us-central1 rate, not from a response (its SKU id is invented).
 - "Regional Kubernetes Clusters" (B561-BFBD-1264) and "Zonal Kubernetes Clusters"
   (6B92-A835-08AB), global, 0.10 USD per cluster-hour (a public catalog fixture; infracost).
-- Managed Lustre per GiB-hour by tier: INVENTED sandbox prices (1000: 0.000822, 500: 0.000556,
-  250: 0.000411, 125: 0.000288 USD).
+- Managed Lustre capacity by tier: INVENTED sandbox prices, served per GiB-month ("GiBy.mo",
+  base unit "By.s", base_unit_conversion_factor 2^30 x 2,678,400 = 2.8759101014016e15) as the
+  catalog's storage SKUs are (Compute Engine's "Storage PD Capacity" SKUs in public catalog
+  responses have exactly that unit, base unit and factor); the month prices are the per GiB-hour
+  figures 1000: 0.000822, 500: 0.000556, 250: 0.000411, 125: 0.000288 USD times the 744 hours
+  that factor makes a month, so a reader that ignores the unit is off by 744x.
 - Cloud NAT, of the service "Networking" (services/E505-1604-58F8, as public catalog listings
   give it): "Networking Cloud Nat Gateway Uptime" (32E2-4EFC-EF9F) 0.0014 USD per VM-hour,
   "Networking Cloud NAT IP Usage" (8515-9425-D2CE) 0.005 USD per IP-hour and "Networking Cloud
@@ -72,6 +76,9 @@ AMERICAS = ["us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-
             "us-west3", "us-west4", "northamerica-northeast1", "southamerica-east1"]
 EMEA = ["europe-west1", "europe-west2", "europe-west3", "europe-west4", "europe-north1"]
 
+# The hours of the catalog's "mo" (its storage SKUs' base_unit_conversion_factor / 3600 / 2^30).
+MONTH_H = 744.0
+
 # (service id, sku id, description, resource family, resource group, usage type, regions,
 #  usage unit, unit description, price USD)
 SKUS = [
@@ -98,8 +105,8 @@ SKUS = [
     (NETWORKING_ID, "015F-5732-FFF0", "Networking Cloud Nat Data Processing",
      "Network", "NAT", "OnDemand", ["global"], "GiBy", "gibibyte", 0.045),
     *[(LUSTRE_ID, f"5E1A-{tier:04d}-CAP0", f"Managed Lustre {tier} MBps per TiB Capacity running in Americas",
-       "Storage", "LustreCapacity", "OnDemand", AMERICAS, "GiBy.h", "gibibyte hour", price)
-      for tier, price in ((1000, 0.000822), (500, 0.000556), (250, 0.000411), (125, 0.000288))],
+       "Storage", "LustreCapacity", "OnDemand", AMERICAS, "GiBy.mo", "gibibyte month", round(hourly * MONTH_H, 9))
+      for tier, hourly in ((1000, 0.000822), (500, 0.000556), (250, 0.000411), (125, 0.000288))],
 ]
 
 
@@ -109,6 +116,8 @@ _BASE_UNITS = {
     "GiBy.h": {"base_unit": "By.s", "base_unit_description": "byte second",
                "base_unit_conversion_factor": 3600.0 * 2 ** 30},
     "GiBy": {"base_unit": "By", "base_unit_description": "byte", "base_unit_conversion_factor": 2.0 ** 30},
+    "GiBy.mo": {"base_unit": "By.s", "base_unit_description": "byte second",
+                "base_unit_conversion_factor": MONTH_H * 3600.0 * 2 ** 30},
 }
 
 

@@ -20,8 +20,13 @@ What it serves for compute.googleapis.com (other services have none here):
   lists it: see rltui/cloud/quotas.py), dimensions region and gpu_family. Its quota id
   PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region is the sandbox's guess by analogy with the
   on-demand GPUS-PER-GPU-FAMILY-per-project-region, which public tools read live: NOT verified.
-- `compute.googleapis.com/gpus_per_gpu_family` (GPUS-PER-GPU-FAMILY-per-project-region) and
-  `compute.googleapis.com/cpus` (CPUS-per-project-region), so that a reader must pick by metric.
+- `compute.googleapis.com/gpus_per_gpu_family` (GPUS-PER-GPU-FAMILY-per-project-region: the id
+  public quota tools read live) and `compute.googleapis.com/cpus` (CPUS-per-project-region), so
+  that a reader must pick by metric. The standard GPU family quota is the one Spot VMs use where
+  no preemptible quota is granted (docs.cloud.google.com/compute/docs/instances/create-use-
+  preemptible, "Preemptible CPU quotas"; rltui/plan/checks.py reads both, and the sandbox's node
+  pools are charged the same way: world_gke_pools `_charged_metric`); its value is
+  World.quotas["NVIDIA_B200_GPUS"] (`--quota NVIDIA_B200_GPUS=N`), 0 when unset.
 - The values: the World's quotas (`rltui sandbox start --quota PREEMPTIBLE_NVIDIA_B200_GPUS=N`,
   the Compute metric names the sandbox's late node pool failure uses), else DEFAULTS - a sandbox
   choice matching rest_compute's regions.get defaults. A family the World names nothing for

@@ -20,6 +20,18 @@ or 'storage.*') are not allowed", the same page's TestIamPermissionsRequest); th
 error is not verified. The sandbox's caller holds every permission except those in the World's
 `denied_permissions` (`rltui sandbox start --deny PERMISSION`, the daemon's --deny). Counted as
 `cloudresourcemanager:projects.testIamPermissions`; not gated, like projects.get.
+
+The permissions it knows: KNOWN_PERMISSIONS, those rltui asks for (rltui/plan/checks.py
+STEP_PERMISSIONS), each named on Google's IAM permission reference
+(docs.cloud.google.com/iam/docs/roles-permissions/<service>: serviceusage, container, compute,
+servicenetworking, lustre, iam) and, for the IP range and the peering, the Private Services Access
+"Required permissions" list (docs.cloud.google.com/sql/docs/mysql/configure-private-services-access:
+compute.globalAddresses.create, compute.globalAddresses.createInternal, compute.networks.use,
+servicenetworking.services.addPeering, ...). Another name is refused 400 INVALID_ARGUMENT, so that
+a misspelt permission in rltui's list fails here instead of reading as "missing" forever. The real
+API knows every permission of every service: that it refuses one that does not exist, and its
+wording, are NOT verified (a permission that does not apply to a project is refused 400 Bad
+Request: googleapis/google-cloud-java 722).
 """
 
 from __future__ import annotations
@@ -34,9 +46,36 @@ from rltui.sandbox.record import Record
 from rltui.sandbox.rest_util import RestApi, body_of
 from rltui.sandbox.world import World, project_number
 
-__all__ = ["resourcemanager_app", "project_json"]
+__all__ = ["KNOWN_PERMISSIONS", "resourcemanager_app", "project_json"]
 
 CREATED = "2026-12-01T00:00:00.000Z"
+
+KNOWN_PERMISSIONS = frozenset({
+    # serviceusage
+    "serviceusage.services.enable", "serviceusage.services.list",
+    # container (GKE; the Kubernetes objects are container.* too)
+    "container.clusters.create", "container.clusters.get", "container.clusters.update",
+    "container.clusters.delete", "container.operations.get", "container.persistentVolumes.create",
+    "container.persistentVolumeClaims.create", "container.secrets.create",
+    "container.thirdPartyObjects.create", "container.pods.portForward",
+    # iam
+    "iam.serviceAccounts.actAs",
+    # compute: xpk's blueprint, the IP range, the peering's fallback, the Lustre firewall rule
+    "compute.networks.create", "compute.networks.get", "compute.networks.delete",
+    "compute.networks.updatePolicy", "compute.networks.use", "compute.networks.removePeering",
+    "compute.subnetworks.create", "compute.subnetworks.get", "compute.subnetworks.delete",
+    "compute.firewalls.create", "compute.firewalls.get", "compute.firewalls.delete",
+    "compute.routers.create", "compute.routers.get", "compute.routers.update", "compute.routers.delete",
+    "compute.addresses.create", "compute.addresses.get", "compute.addresses.use", "compute.addresses.delete",
+    "compute.globalAddresses.create", "compute.globalAddresses.createInternal",
+    "compute.globalAddresses.get", "compute.globalAddresses.setLabels",
+    "compute.globalAddresses.delete", "compute.globalAddresses.deleteInternal",
+    "compute.globalOperations.get", "compute.regionOperations.get",
+    # servicenetworking
+    "servicenetworking.services.addPeering", "servicenetworking.services.deleteConnection",
+    # lustre
+    "lustre.instances.create", "lustre.instances.get", "lustre.instances.delete", "lustre.operations.get",
+})
 
 
 def project_json(project: str) -> dict[str, Any]:
@@ -55,6 +94,9 @@ def resourcemanager_app(world: World, *, record: Record | None = None,
         asked = (await body_of(request)).get("permissions") or []
         if not isinstance(asked, list) or any(not isinstance(p, str) or "*" in p for p in asked):
             raise InvalidArgument("Permissions with wildcards (such as '*' or 'storage.*') are not allowed.")
+        unknown = sorted(p for p in asked if p not in KNOWN_PERMISSIONS)
+        if unknown:   # the wording is the sandbox's (see the module docstring)
+            raise InvalidArgument(f"Permission {unknown[0]} is not valid.")
         held = [p for p in asked if p not in world.denied_permissions]
         return {"permissions": held} if held else {}
 

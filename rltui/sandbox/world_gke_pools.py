@@ -77,18 +77,38 @@ class GkeNodePoolMixin:
     # node pool), vanvalenlab/kiosk-console 367 (PREEMPTIBLE_NVIDIA_V100_GPUS). The failure is
     # reported when the pool would otherwise be ready (how long GKE's IGM retries varies).
 
+    #
+    # Which metric a Spot pool is charged: PREEMPTIBLE_* once preemptible quota is granted (a
+    # limit above 0, or none set: the sandbox's unlimited), else the standard metric ("In regions
+    # where you don't have preemptible CPU quota, you can use standard CPU quota to launch
+    # preemptible VMs", and "After Compute Engine grants you preemptible CPU quota in that region,
+    # all preemptible VMs count against that quota": docs.cloud.google.com/compute/docs/instances/
+    # create-use-preemptible, "Preemptible CPU quotas"; GPUs as well: "To prevent Spot VMs from
+    # consuming your quotas for standard VMs' CPUs, GPUs, and disks, consider requesting
+    # preemptible quota for Spot VMs", .../create-use-spot). A granted but short preemptible
+    # quota is not made up from the standard one. The standard metric, when the World sets none,
+    # is 0 there, as the sandbox's Cloud Quotas serves it (grpc_quotas.DEFAULTS).
+
+    def _charged_metric(self, np: container_v1.NodePool) -> str:
+        """The quota metric a pool's GPUs count against (see above)."""
+        metric = gpu_quota_metric(np)
+        if metric.startswith("PREEMPTIBLE_") and metric in self.quotas and float(self.quotas[metric]) <= 0:
+            return metric.removeprefix("PREEMPTIBLE_")
+        return metric
+
     def _quota_problem(self, project: str, location: str, cluster: str,
                        np: container_v1.NodePool) -> tuple[str, float] | None:
-        metric = gpu_quota_metric(np)
-        if not metric or metric not in self.quotas:
+        metric = self._charged_metric(np)
+        fell_back = metric != gpu_quota_metric(np)
+        if not metric or (metric not in self.quotas and not fell_back):
             return None
         region = region_of(location)
         wanted = _pool_gpus(np)
         used = sum(_pool_gpus(other) for c in self._project(project).clusters.values()
                    if region_of(c.location) == region for other in c.node_pools
                    # by name: a proto-plus repeated field stores a copy, never `np` itself
-                   if other.name != np.name and other.status in _POOL_UP and gpu_quota_metric(other) == metric)
-        limit = float(self.quotas[metric])
+                   if other.name != np.name and other.status in _POOL_UP and self._charged_metric(other) == metric)
+        limit = float(self.quotas.get(metric, 0.0))
         return (metric, limit) if used + wanted > limit else None
 
     def create_node_pool(self, project: str, location: str, cluster: str, pool: container_v1.NodePool, *,

@@ -167,12 +167,13 @@ async def test_a_pid_now_held_by_another_program_is_finished_and_never_signalled
         sleeper.wait()
 
 
-async def test_stop_ends_its_process_group_and_kills_one_that_ignores_sigterm(tmp_path):
+async def test_stop_ends_its_process_group_and_kills_one_that_ignores_sigint_and_sigterm(tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text("import signal, subprocess, time\n"
+                      "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                      "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                       "child = subprocess.Popen(['sleep', '60'])\n"
                       "print(child.pid, flush=True)\n"
-                      "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                       "time.sleep(60)\n")
     tool = Detached(tmp_path, "tool")
     rec, _ = tool.start([sys.executable, str(script)], "create", ENV)
@@ -181,10 +182,103 @@ async def test_stop_ends_its_process_group_and_kills_one_that_ignores_sigterm(tm
         await asyncio.sleep(0.05)
     grandchild = int(Path(rec.log).read_text().split()[0])
     t0 = time.monotonic()
-    assert await tool.stop(rec, timeout_s=0.5) is True
-    assert 0.4 < time.monotonic() - t0 < 5, "SIGKILL after the timeout"
+    assert await tool.stop(rec, grace_s=0.3, term_s=0.3) is True
+    assert 0.5 < time.monotonic() - t0 < 5, "SIGKILL after SIGINT's and SIGTERM's waits"
     assert not is_live(rec)
-    wait_gone(grandchild)  # sleep got the group's SIGTERM
+    wait_gone(grandchild, timeout=0.5)  # sleep got the group's SIGINT
+
+
+# A "gcluster -> terraform" stand-in: the leader (Python, like xpk) starts a child in its process
+# group that, like Terraform, shuts down gracefully on SIGINT (it takes `linger` seconds, then
+# writes how it ended) and dies at once on SIGTERM (the default action).
+GRACEFUL = """import signal, sys, time
+from pathlib import Path
+out, linger = Path(sys.argv[1]), float(sys.argv[2])
+def interrupted(signum, frame):
+    time.sleep(linger)
+    out.write_text("graceful")
+    sys.exit(0)
+signal.signal(signal.SIGINT, interrupted)
+(out.parent / "ready").write_text("")
+time.sleep(120)
+"""
+LEADER = """import subprocess, sys, time
+child = subprocess.Popen([sys.executable] + sys.argv[1:])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+async def _start_group(tmp_path: Path, tool: Detached, linger: float):
+    (tmp_path / "graceful.py").write_text(GRACEFUL)
+    (tmp_path / "leader.py").write_text(LEADER)
+    ended = tmp_path / "ended"
+    rec, _ = tool.start([sys.executable, str(tmp_path / "leader.py"), str(tmp_path / "graceful.py"),
+                         str(ended), str(linger)], "create", ENV)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    child = int(Path(rec.log).read_text().split()[0])
+    assert os.getpgid(child) == rec.pid, "the child is in the tool's process group"
+    return rec, child, ended
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+async def test_stop_interrupts_the_whole_group_and_waits_for_its_graceful_end(tmp_path):
+    """xpk dies at once; Terraform (its child) takes its time to persist the operation: stop
+    returns only once the child has ended, by its own SIGINT handling (not SIGTERM's death)."""
+    tool = Detached(tmp_path, "tool")
+    rec, child, ended = await _start_group(tmp_path, tool, linger=1.0)
+    t0 = time.monotonic()
+    assert await tool.stop(rec) is True
+    assert time.monotonic() - t0 >= 0.9, "it waited for the child's graceful end"
+    assert not _running(child), "no process of the group is left when stop returns"
+    assert ended.read_text() == "graceful", "the child ended by SIGINT's shutdown, not killed"
+
+
+async def test_stop_ends_what_is_left_of_a_group_whose_leader_is_gone(tmp_path):
+    """The leader died alone (a SIGKILL to its PID): its group still runs Terraform. stop
+    interrupts that rest and waits for it; the PID is still reserved by the group."""
+    tool = Detached(tmp_path, "tool")
+    rec, child, ended = await _start_group(tmp_path, tool, linger=0.3)
+    os.kill(rec.pid, signal.SIGKILL)
+    wait_gone(rec.pid)
+    assert await tool.stop(rec) is True
+    assert not _running(child) and ended.read_text() == "graceful"
+
+
+async def test_the_wait_after_each_signal_scales_with_the_time_scale(tmp_path):
+    """A child that ignores SIGINT and SIGTERM: at time_scale 1 stop would wait minutes before
+    SIGKILL; at 1/1000 (a fast sandbox) the waits are STOP_GRACE_S/1000 and STOP_TERM_S/1000,
+    floored at STOP_FLOOR_S."""
+    from rltui.cloud import detached
+
+    stubborn = GRACEFUL.replace("signal.signal(signal.SIGINT, interrupted)",
+                                "signal.signal(signal.SIGINT, signal.SIG_IGN);"
+                                " signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    tool = Detached(tmp_path, "tool", time_scale=0.001)
+    (tmp_path / "graceful.py").write_text(stubborn)
+    (tmp_path / "leader.py").write_text(LEADER)
+    rec, _ = tool.start([sys.executable, str(tmp_path / "leader.py"), str(tmp_path / "graceful.py"),
+                         str(tmp_path / "ended"), "0"], "create", ENV)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    child = int(Path(rec.log).read_text().split()[0])
+    t0 = time.monotonic()
+    assert await tool.stop(rec) is True
+    took = time.monotonic() - t0
+    expected = (max(detached.STOP_FLOOR_S, detached.STOP_GRACE_S * 0.001)
+                + max(detached.STOP_FLOOR_S, detached.STOP_TERM_S * 0.001))
+    assert expected - 0.1 < took < expected + 3
+    assert not _running(child), "SIGKILL ended it"
 
 
 async def test_cancelling_the_attach_leaves_the_tool_running(tmp_path):

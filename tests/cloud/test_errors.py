@@ -54,3 +54,34 @@ def test_missing_credentials_are_one_line_with_the_fix():
 
     err = classify(DefaultCredentialsError("Your default credentials were not found."))
     assert err.code == "NoCredentials" and "gcloud auth application-default login" in err.message
+
+
+def _compute_400(reason: str, message: str) -> gexc.GoogleAPICallError:
+    """A Compute Engine REST 400 as google-api-core builds it from the response body
+    (format_http_response_error: `error.errors[]` becomes `exc.errors`)."""
+    import requests
+
+    body = {"error": {"code": 400, "message": message,
+                      "errors": [{"message": message, "domain": "global", "reason": reason}]}}
+    response = requests.Response()
+    response.status_code = 400
+    response._content = __import__("json").dumps(body).encode()
+    response.request = requests.Request("POST", "https://compute.googleapis.com/compute/v1/x").prepare()
+    return gexc.from_http_response(response)
+
+
+@pytest.mark.parametrize("message", [
+    "The resource 'projects/p/global/networks/ray-a4-net-0' is not ready",
+    # whatever the wording: the reason decides (terraform-provider-google retries it by default)
+    "Something else entirely",
+])
+def test_computes_resource_not_ready_is_retried(message):
+    exc = _compute_400("resourceNotReady", message)
+    assert isinstance(exc, gexc.BadRequest)
+    err = classify(exc, "create address")
+    assert err.transient and err.code == "ResourceNotReady"
+
+
+def test_another_compute_400_stays_final_even_when_its_text_says_not_ready():
+    exc = _compute_400("invalid", "The resource 'projects/p/global/networks/n' is not ready")
+    assert not classify(exc).transient

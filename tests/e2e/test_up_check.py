@@ -78,8 +78,9 @@ def test_gpu_quota_at_zero_exits_1_naming_it(quota_sandbox, tmp_path):
     assert code == 1, text
     # Read where Google publishes it: Cloud Quotas' QuotaInfo for the GPU family (cloud/quotas.py).
     assert "FAIL Spot GPU quota (NVIDIA_B200)" in text, text
-    assert "64 needed, 0 granted in us-east1" in text
-    assert "fix: request more Spot NVIDIA_B200 GPUs in us-east1" in text
+    # None granted as preemptible quota: Spot VMs use the standard one, 0 too (checks.py)
+    assert "64 needed; no preemptible quota granted in us-east1, so Spot VMs use the standard" in text
+    assert "fix: request Spot (preemptible) or standard NVIDIA_B200 GPUs in us-east1" in text
     assert "cannot run: 1 failed" in text
     # The zone offers the machine once compute can say so, and the names are free.
     assert "ok   a4-highgpu-8g in us-east1-b" in text

@@ -77,6 +77,9 @@ def test_the_adapter_prices_the_codelabs_plan(catalog):
     # Cloud NAT from the Networking service: per VM using the gateway, and per NAT IP
     assert prices.rates["nat-gateway"] == pytest.approx(0.0014)
     assert prices.rates["nat-ip"] == pytest.approx(0.005)
+    # Lustre is served per GiB-month, as the catalog's storage SKUs are: per GiB-hour here
+    assert prices.rates["lustre"] == pytest.approx(0.000822)
+    assert prices.rates["cpu-ram"] == pytest.approx(0.00292353)
     lines = {line.label: line.per_hour for line in plan_lines(cfg, prices)}
     assert lines["8 x a4-highgpu-8g Spot (64 GPUs)"] == pytest.approx(64 * 4.9542)
     est = estimate(cfg, prices, [])

@@ -78,3 +78,21 @@ def test_the_adapter_says_off_when_the_api_is_off(grpc_box) -> None:
 
     got = asyncio.run(read())
     assert got.limit is None and got.why == "off"
+
+
+def test_the_adapter_reads_the_standard_family_quota_beside_the_preemptible_one(on) -> None:
+    """Spot VMs use the standard GPU quota where no preemptible one is granted (cloud/quotas.py):
+    one read gives both; the standard one is World.quotas["NVIDIA_B200_GPUS"], 0 when unset."""
+    async def read():
+        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=on.address), P)
+        try:
+            return await adapter.gpu_family_quotas("us-east1", "NVIDIA_B200")
+        finally:
+            await adapter.aclose()
+
+    unset = asyncio.run(read())
+    assert (unset.standard.limit, unset.standard.quota_id) == (0.0, "GPUS-PER-GPU-FAMILY-per-project-region")
+    on.world.quotas.update({"PREEMPTIBLE_NVIDIA_B200_GPUS": 0.0, "NVIDIA_B200_GPUS": 24.0})
+    got = asyncio.run(read())
+    assert got.preemptible.limit == 0.0 and got.preemptible.quota_id.startswith("PREEMPTIBLE-")
+    assert got.standard.limit == 24.0

@@ -147,6 +147,92 @@ async def test_xpks_terraform_needs_router_address_and_firewall_permissions(box)
     assert got["permissions: teardown"].detail == "missing compute.firewalls.delete"
 
 
+async def test_with_no_preemptible_quota_spot_gpus_use_the_standard_quota(box) -> None:
+    """Spot VMs use the standard quota where no preemptible quota is granted
+    (compute/docs/instances/create-use-preemptible): preemptible 0, standard 64 passes, saying so."""
+    box["world"].quotas.update({"PREEMPTIBLE_NVIDIA_B200_GPUS": 0.0, "NVIDIA_B200_GPUS": 64.0})
+    gpu = (await checks(box))["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is True, gpu
+    assert gpu.detail == ("64 needed; no preemptible quota granted in us-east1, so Spot VMs use the"
+                          " standard quota: 64 granted (GPUS-PER-GPU-FAMILY-per-project-region;"
+                          " what is in use is not read)")
+
+
+async def test_neither_quota_covering_the_need_fails_naming_both(box) -> None:
+    box["world"].quotas.update({"PREEMPTIBLE_NVIDIA_B200_GPUS": 0.0, "NVIDIA_B200_GPUS": 32.0})
+    gpu = (await checks(box))["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is False
+    assert "standard quota: 32 granted (GPUS-PER-GPU-FAMILY-per-project-region" in gpu.detail
+    assert gpu.fix.startswith("request Spot (preemptible) or standard NVIDIA_B200 GPUs in us-east1")
+
+
+async def test_a_granted_but_short_preemptible_quota_is_not_made_up_by_the_standard_one(box) -> None:
+    """"After Compute Engine grants you preemptible CPU quota in that region, all preemptible VMs
+    count against that quota": the standard quota does not help then."""
+    box["world"].quotas.update({"PREEMPTIBLE_NVIDIA_B200_GPUS": 32.0, "NVIDIA_B200_GPUS": 128.0})
+    gpu = (await checks(box))["Spot GPU quota (NVIDIA_B200)"]
+    assert gpu.ok is False and gpu.detail.startswith("64 needed, 32 granted in us-east1 (PREEMPTIBLE-")
+    assert "do not use the standard quota" in gpu.detail
+
+
+async def test_the_ip_range_peering_and_firewall_permissions_are_asked(box) -> None:
+    """Private Services Access's required permissions, the range's setLabels, its INTERNAL
+    delete, the peering's compute fallback and the Lustre firewall rule's insert."""
+    box["world"].denied_permissions = {
+        "compute.globalAddresses.createInternal", "compute.globalAddresses.setLabels",
+        "compute.networks.use", "compute.globalAddresses.deleteInternal",
+        "compute.networks.removePeering", "compute.firewalls.create"}
+    got = await checks(box)
+    assert got["permissions: IP range"].detail == ("missing compute.globalAddresses.createInternal,"
+                                                   " compute.globalAddresses.setLabels, compute.networks.use")
+    assert got["permissions: teardown"].detail == ("missing compute.globalAddresses.deleteInternal,"
+                                                   " compute.networks.removePeering")
+    assert got["permissions: Lustre firewall rule"].detail == "missing compute.firewalls.create"
+    assert got["permissions: Lustre firewall rule"].ok is False
+
+
+def test_the_sandbox_knows_every_permission_rltui_asks_and_refuses_another() -> None:
+    from rltui.plan.checks import STEP_PERMISSIONS
+    from rltui.sandbox.rest_resourcemanager import KNOWN_PERMISSIONS
+
+    assert {p for perms in STEP_PERMISSIONS.values() for p in perms} <= KNOWN_PERMISSIONS
+
+
+async def test_a_permission_the_sandbox_does_not_know_is_refused(box) -> None:
+    from google.api_core import exceptions as gexc
+
+    from rltui.plan.checks import quota_adapter
+
+    with pytest.raises(Exception) as err:
+        await quota_adapter(box["ctx"]).held_permissions(["compute.globalAddresses.creatInternal"])
+    assert isinstance(err.value.__cause__, gexc.BadRequest), err.value
+
+
+@pytest.mark.parametrize("labels, description, ours", [
+    ({}, "", False),
+    ({"managed-by": "someone"}, "Managed Lustre VPC Peering", False),
+    ({"managed-by": "rltui"}, "", True),
+    ({}, "managed-by=rltui: IP range for Lustre", True),
+])
+async def test_an_ip_range_without_rltuis_mark_fails_with_the_command_that_deletes_it(
+        box, labels, description, ours) -> None:
+    """The teardown leaves an unmarked range alone (IpRangeStep.destroy): the check says so
+    before up, instead of calling it rltui's."""
+    world, cfg = box["world"], box["ctx"].cfg
+    world.create_network(PROJECT, cfg.network, auto_create_subnetworks=False)
+    await world.create_address(PROJECT, cfg.address_name, network=cfg.network, prefix_length=24,
+                               labels=labels, description=description)
+    check = (await checks(box))[f"name: IP range {cfg.address_name}"]
+    if ours:
+        assert check.ok is True and "made by rltui" in check.detail
+        return
+    assert check.ok is False
+    assert check.detail.startswith("exists, not rltui's")
+    assert "up will refuse to adopt it; delete it by hand or pick another name" in check.detail
+    assert check.fix == (f"gcloud compute addresses delete {cfg.address_name} --global"
+                         f" --project={PROJECT} --quiet")
+
+
 async def test_a_missing_permission_names_its_step_and_the_permission(box) -> None:
     box["world"].denied_permissions = {"lustre.instances.create", "servicenetworking.services.addPeering"}
     got = await checks(box)
