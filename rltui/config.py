@@ -409,8 +409,26 @@ def _cross_checks(cfg: RLConfig, broken: frozenset[str] = frozenset()) -> list[P
     if ok("WANDB_ENABLED", "WANDB_API_KEY") and cfg.wandb_enabled and cfg.wandb_api_key is None:
         problems.append(Problem("WANDB_API_KEY", "needed when WANDB_ENABLED is True"))
     if ok("CLUSTER_NAME", "NETWORK_NAME", "DEVICE_TYPE"):
+        problems += _network_problems(cfg)
         problems += _name_problems(cfg, with_region=ok("ZONE"))
     return problems
+
+
+def _network_problems(cfg: RLConfig) -> list[Problem]:
+    """On the Cluster Toolkit path (b200-8) xpk 1.16.0 puts the nodes on `<CLUSTER_NAME>-net-0`
+    whatever env.sh says (src/xpk/core/blueprint/blueprint_generator.py
+    generate_a4_blueprint: network_name f"{cluster_name}-net-0"), and the GKE cluster must
+    run in the Managed Lustre instance's VPC network to mount it ("Your GKE cluster should
+    run in the same VPC network as the Managed Lustre instance":
+    cloud.google.com/kubernetes-engine/docs/concepts/managed-lustre, Requirements)."""
+    from .names import TOOLKIT_MACHINE_TYPES
+
+    xpks = f"{cfg.cluster_name}-net-0"
+    if cfg.device_type not in TOOLKIT_MACHINE_TYPES or cfg.network == xpks:
+        return []
+    return [Problem("NETWORK_NAME", f"{cfg.network} is not {xpks}, the network xpk puts"
+                    f" {cfg.device_type} nodes on: Lustre on another network cannot be mounted"
+                    " from them (set NETWORK_NAME to ${CLUSTER_NAME}-net-0)")]
 
 
 def _name_problems(cfg: RLConfig, with_region: bool) -> list[Problem]:

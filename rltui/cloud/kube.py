@@ -266,6 +266,13 @@ class KubeAdapter:
         listing = await self._list_raw(k, label_selector, field_selector)
         return [_redact(k, item) for item in listing.get("items") or []]
 
+    async def pods_everywhere(self, field_selector: str | None = None) -> builtins.list[Obj]:
+        """Pods of every namespace (GET /api/v1/pods: CoreV1Api.list_pod_for_all_namespaces),
+        e.g. those bound to one node (field_selector spec.nodeName=<node>)."""
+        k = Kind("pods", "Pod", "pod_for_all_namespaces", namespaced=False)
+        listing = await self._list_raw(k, None, field_selector)
+        return [_redact(k, item) for item in listing.get("items") or []]
+
     async def cached_list(self, kind: str, label_selector: str | None = None) -> builtins.list[Obj]:
         """What `list(kind, label_selector)` answers, read from a watch this adapter keeps open
         until close() (a shared informer's store, as client-go's listers read one): the first

@@ -65,42 +65,67 @@ class NetworkAdapter:
 
     async def _wait(self, what: str, start: Callable[[], Any], *, timeout_s: float = 600.0,
                     missing_ok: bool = False, region: str | None = None) -> None:
-        """Start a compute insert/delete and wait for its operation with this adapter's own
-        Global/RegionOperations client. (ExtendedOperation.result() would poll through a client
-        the library builds without our client_options: google-cloud-compute 1.57
-        transports/base.py `_global_operations_client`.)"""
+        """Start a compute insert/delete (the start alone retried, errors.retry: each attempt
+        a single call), then wait for its operation with this adapter's own
+        Global/RegionOperations client, outside that retry and under a deadline of its own,
+        `timeout_s`: a wait of minutes is not cut by a per-attempt timeout, and the start is
+        never sent again because the wait took long (a second insert gets 409, which would
+        pass for done even if the first operation then failed).
+        (ExtendedOperation.result() would poll through a client the library builds without our
+        client_options: google-cloud-compute 1.57 transports/base.py
+        `_global_operations_client`.)"""
         from google.api_core import exceptions as gexc
-        from google.cloud import compute_v1
 
-        def call() -> None:
+        def begin() -> Any:
             try:
-                op = start()
+                return start()
             except gexc.NotFound:
                 if missing_ok:
-                    return
+                    return _Done()
                 raise
-            if isinstance(op, _Done):
-                return
-            where = {"project": self.project, "operation": op.name}
-            ops = self._compute("GlobalOperations")
-            if region:
-                where["region"], ops = region, self._compute("RegionOperations")
-            deadline = time.monotonic() + timeout_s
-            while True:
-                # `wait` returns when the operation is DONE or after about two minutes.
-                cur = ops.wait(**where, timeout=CALL_TIMEOUT_S + 120)
-                if cur.status == compute_v1.Operation.Status.DONE:
-                    break
-                if time.monotonic() > deadline:
-                    raise CloudError(f"{what}: not done after {timeout_s:.0f} s", transient=True,
-                                     code="Timeout")
-            errors = list(cur.error.errors) if cur.error else []
-            if errors:
-                first = errors[0]
-                raise CloudError(f"{what}: {first.message}", code=first.code,
-                                 transient=first.code in ("RESOURCE_NOT_READY", "INTERNAL_ERROR"))
 
-        await self._call(what, call)
+        op = await self._call(what, begin)
+        if isinstance(op, _Done):
+            return
+        await self._poll(what, op.name, timeout_s=timeout_s, region=region)
+
+    async def _poll(self, what: str, name: str, *, timeout_s: float,
+                    region: str | None = None) -> None:
+        """globalOperations.wait / regionOperations.wait until the operation is DONE ("waits
+        for the specified Operation resource to return as DONE or for the request to approach
+        the 2 minute deadline": compute.v1 globalOperations.wait), each call bounded by its
+        own HTTP timeout and by what is left of `timeout_s`; a transient failure of one call
+        (errors.classify) is asked again until then. Its error, if any, is raised."""
+        from google.cloud import compute_v1
+
+        where: dict[str, str] = {"project": self.project, "operation": name}
+        ops = self._compute("GlobalOperations")
+        if region:
+            where["region"], ops = region, self._compute("RegionOperations")
+        deadline = time.monotonic() + timeout_s
+        pause = 1.0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CloudError(f"{what}: not done after {timeout_s:.0f} s", transient=True,
+                                 code="Timeout")
+            try:
+                cur = await asyncio.to_thread(ops.wait, **where,
+                                              timeout=max(1.0, min(CALL_TIMEOUT_S + 120, left)))
+            except Exception as exc:  # noqa: BLE001 - classified: transient ones are asked again
+                err = classify(exc, what)
+                if not err.transient:
+                    raise err from exc
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(2 * pause, 20.0)
+                continue
+            if cur.status == compute_v1.Operation.Status.DONE:
+                break
+        errors = list(cur.error.errors) if cur.error else []
+        if errors:
+            first = errors[0]
+            raise CloudError(f"{what}: {first.message}", code=first.code,
+                             transient=first.code in ("RESOURCE_NOT_READY", "INTERNAL_ERROR"))
 
     # --- APIs (Service Usage) ---
 
@@ -167,6 +192,11 @@ class NetworkAdapter:
                              project=self.project, network=network,
                              networks_remove_peering_request_resource=body,
                              timeout=CALL_TIMEOUT_S), missing_ok=True)
+
+    async def subnetwork(self, region: str, name: str) -> Any | None:
+        """compute subnetworks.get; None when NotFound (or compute is off)."""
+        return await self._get(f"subnetwork {name}", lambda: self._compute("Subnetworks").get(
+            project=self.project, region=region, subnetwork=name, timeout=CALL_TIMEOUT_S), None)
 
     async def subnetworks(self, region: str, network: str | None = None) -> list[Any]:
         items: list[Any] = await self._get(f"list subnetworks in {region}", lambda: list(
@@ -255,10 +285,13 @@ class NetworkAdapter:
 
     async def create_address(self, name: str, network: str, prefix_length: int = 24,
                              on_line: Line | None = None,
-                             labels: dict[str, str] | None = None) -> None:
-        """Reserve the range, with `labels` in the insert's body; labels the insert did not
-        keep are then set with globalAddresses.setLabels, as terraform-provider-google v7.40.0
-        does for a global address ("Labels cannot be set in a create":
+                             labels: dict[str, str] | None = None,
+                             description: str = "") -> None:
+        """Reserve the range, with `labels` and `description` in the insert's body (the
+        description, compute.v1 Address.description, is kept at creation: a mark that exists
+        from the moment the range does); labels the insert did not keep are then set with
+        globalAddresses.setLabels, as terraform-provider-google v7.40.0 does for a global
+        address ("Labels cannot be set in a create":
         google/services/compute/resource_compute_global_address.go, lines 343-347 and
         406-446; the compute.v1 Address.labels field says the same)."""
         from google.api_core import exceptions as gexc
@@ -266,7 +299,7 @@ class NetworkAdapter:
 
         body = compute_v1.Address(
             name=name, purpose="VPC_PEERING", address_type="INTERNAL",
-            prefix_length=prefix_length, labels=dict(labels or {}),
+            prefix_length=prefix_length, labels=dict(labels or {}), description=description,
             network=f"projects/{self.project}/global/networks/{network}")
 
         def start() -> Any:

@@ -250,8 +250,9 @@ async def _permission_checks(ctx: Context) -> list[Check]:
 
 
 async def _name_checks(ctx: Context, enabled: set[str]) -> list[Check]:
-    from .inventory import _labelled, _xpk_state
-    from .ownership import hand_delete
+    from . import leftovers
+    from .inventory import cluster_is_rltuis
+    from .ownership import address_marked, hand_delete
 
     cfg = ctx.cfg
 
@@ -262,7 +263,10 @@ async def _name_checks(ctx: Context, enabled: set[str]) -> list[Check]:
         maybe(CONTAINER, ctx.gke.get), maybe(COMPUTE, lambda: ctx.network.network(cfg.network)),
         maybe(COMPUTE, lambda: ctx.network.address(cfg.address_name)),
         maybe(LUSTRE, lambda: ctx.lustre.get(cfg.lustre_instance_id)))
-    ours = _labelled(cluster) or _xpk_state(ctx, cfg.cluster_name)
+    # Whose the cluster (and so xpk's networks) is: its label or rltui's record of it, never
+    # xpk's blueprint file (inventory.cluster_is_rltuis); gone, what its blueprint left.
+    left = await leftovers.find(ctx) if cluster is None and COMPUTE in enabled else None
+    ours = cluster_is_rltuis(ctx, cfg.cluster_name, cluster, left)
 
     def name(kind: str, value: str, found: Any, owned: bool, api: str, fix: str) -> Check:
         title = f"name: {kind} {value}"
@@ -273,33 +277,21 @@ async def _name_checks(ctx: Context, enabled: set[str]) -> list[Check]:
         return Check(title, False, "taken by something rltui did not make", fix)
 
     inst_owned = bool(lustre is not None and lustre.labels.get("managed-by") == "rltui")
-    address_name = name("IP range", cfg.address_name, address, _range_marked(address), COMPUTE, "")
+    address_name = name("IP range", cfg.address_name, address, address_marked(address or None), COMPUTE, "")
     if address_name.ok is False:
         address_name = Check(address_name.name, False,
                              "exists, not rltui's (no managed-by=rltui label or description): up will"
                              " refuse to adopt it; delete it by hand or pick another name (it is"
-                             " google-managed-services-<network>: set NETWORK_NAME or CLUSTER_NAME"
-                             " in env.sh)",
+                             " google-managed-services-<network>: set CLUSTER_NAME in env.sh)",
                              hand_delete("IP range", cfg.address_name, cfg))
     return [
         name("GKE cluster", cfg.cluster_name, cluster, ours, CONTAINER, "set CLUSTER_NAME to another name in env.sh"),
-        name("VPC network", cfg.network, network, ours, COMPUTE, "set NETWORK_NAME (or CLUSTER_NAME) in env.sh"),
+        name("VPC network", cfg.network, network, ours, COMPUTE, "set CLUSTER_NAME in env.sh (xpk names the network"
+             " after it)"),
         address_name,
         name("Lustre instance", cfg.lustre_instance_id, lustre, inst_owned, LUSTRE,
              "set LUSTRE_INSTANCE_ID to another name in env.sh"),
     ]
-
-
-def _range_marked(address: Any) -> bool:
-    """The IP range carries rltui's mark: the label managed-by=rltui (what IpRangeStep sets and
-    what the teardown deletes by: ownership.marked), or a description starting with
-    "managed-by=rltui" (ownership.RULE_MARK, the mark where a label has no room)."""
-    from .ownership import RULE_MARK, marked
-
-    if address is None or address is False:
-        return False
-    return marked(getattr(address, "labels", None)) or \
-        str(getattr(address, "description", "") or "").startswith(RULE_MARK)
 
 
 async def _machine_check(ctx: Context, enabled: set[str]) -> list[Check]:

@@ -1,18 +1,18 @@
 """What exists now, as the cloud sees it: the plan's resources, and leaks that look like rltui's.
 
-"Owned" means rltui made it, read from the cloud (plan/ownership.py): the GKE cluster, the
-Lustre instance and the IP range carry `managed-by=rltui` (the cluster gets it right after xpk
-creates it), rltui's Lustre firewall rule carries it in its description, the peering reserves
-rltui's range alone, xpk's blueprint (networks, subnetworks, firewall rules, Cloud Routers with
-their NATs, NAT IPs: plan/xpkstate.py blueprint_names) belongs to a cluster that is rltui's (by
-that label, or by xpk's own state in rltui's folder for it), the Kubernetes objects carry
-`app.kubernetes.io/managed-by=rltui`. What is there and not rltui's is listed with the command
-that deletes it by hand (Resource.hand_delete). The blueprint's networks are listed present or
-absent; its other parts only when present. An API
-that is off (ErrorInfo SERVICE_DISABLED, a fresh project) holds nothing: its resources are
-absent, not an error. A leak is something owned that the current env.sh's
-plan does not know (e.g. left by an earlier run with another cluster name): `down` must
-not end with one.
+"Owned" means rltui made it, read from the cloud (plan/ownership.py): the GKE cluster carries
+`managed-by=rltui` (set right after xpk creates it) or is the one rltui recorded by its unique
+id when its own xpk made it (plan/xpkstate.py `owns`), the Lustre instance carries the label,
+the IP range the label or its description, rltui's Lustre firewall rule carries it in its
+description, the peering reserves rltui's range alone, xpk's blueprint (networks,
+subnetworks, firewall rules, Cloud Routers with their NATs, NAT IPs: plan/xpkstate.py
+blueprint_names) belongs to a cluster that is rltui's (`cluster_is_rltuis`), the Kubernetes
+objects carry `app.kubernetes.io/managed-by=rltui`. What is there and not rltui's is listed
+with the command that deletes it by hand (Resource.hand_delete). The blueprint's networks are
+listed present or absent; its other parts only when present. An API that is off (ErrorInfo
+SERVICE_DISABLED, a fresh project) holds nothing: its resources are absent, not an error. A
+leak is something owned that the current env.sh's plan does not know (e.g. left by an earlier
+run with another cluster name): `down` must not end with one.
 """
 
 from __future__ import annotations
@@ -26,13 +26,20 @@ from typing import TYPE_CHECKING, Any
 from .. import manifests
 from . import leftovers, xpkstate
 from .context import Context
-from .ownership import hand_delete, lustre_rule_name, marked, peering_marked, rule_marked
+from .ownership import (address_marked, cluster_marked, hand_delete, lustre_rule_name, marked,
+                        peering_marked, rule_marked)
 
 if TYPE_CHECKING:
     from ..cost import Estimate, Prices
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# The cluster states in which its Kubernetes API answers: RECONCILING is GKE upgrading a made
+# cluster, its regional control plane still serving (google-cloud-container 2.67.0
+# Cluster.Status: "Some work is actively being done on the cluster, such as upgrading the
+# master or node software").
+KUBE_ANSWERS = ("RUNNING", "RECONCILING")
 
 
 @dataclass(frozen=True)
@@ -86,10 +93,22 @@ async def cost(ctx: Context, resources: list[Resource],
     return estimate(ctx.cfg, unit, resources)
 
 
-def _xpk_state(ctx: Context, cluster: str) -> bool:
-    """xpk's blueprint for `cluster` in the folder rltui runs xpk from for it."""
-    folder = ctx.xpk_dir.parent / cluster
-    return xpkstate.has_state(folder, ctx.cfg.project_id, ctx.cfg.region, cluster)
+def cluster_is_rltuis(ctx: Context, name: str, cluster: Any,
+                      left: leftovers.Leftovers | None = None) -> bool:
+    """Whether the GKE cluster `name` (its container.v1 Cluster, or None when gone) is
+    rltui's, as XpkClusterStep.owns decides it from the folder rltui runs xpk from for it:
+    labelled, recorded by its unique id (ownership.cluster_marked), or made by the last xpk
+    create rltui started there (xpkstate.made_by_own_create). Gone: whether rltui recorded one
+    of that name, or what is left of its blueprint (`left`) was made by that last run; its
+    blueprint is then rltui's. Never xpk's blueprint file: xpk writes it before Terraform
+    runs and keeps it when Terraform fails (plan/xpkstate.py)."""
+    cfg = ctx.cfg
+    folder = ctx.xpk_dir.parent / name
+    rec = xpkstate.read_owned(folder, cfg.project_id, cfg.region, name)
+    if cluster is None:
+        return rec is not None or (left is not None and leftovers.made_by_own_create(folder, left))
+    return cluster_marked(cluster, rec) or xpkstate.made_by_own_create(folder,
+                                                                       cluster.create_time)
 
 
 def _labelled(cluster: Any) -> bool:
@@ -119,7 +138,7 @@ async def _gather(ctx: Context, *, with_job: bool
     creds_call = asyncio.ensure_future(_fresh_credentials(ctx))
     region = cfg.region
     try:
-        (cluster, clusters, networks, lustre_all, address, peering, (kube_objects, job),
+        (cluster, clusters, networks, lustre_all, address, peering, (kube_objects, job, nodes),
          routers, nat_ips, firewalls, subnets) = await asyncio.gather(
             cluster_call, ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
             ctx.network.address(cfg.address_name), _peering(ctx, cfg.network),
@@ -129,24 +148,24 @@ async def _gather(ctx: Context, *, with_job: bool
     finally:
         for call in (cluster_call, creds_call):
             _drop(call)
-    from ..cost import pool_gpu_nodes
-
-    ours = _labelled(cluster) or _xpk_state(ctx, cfg.cluster_name)
+    blueprint = xpkstate.blueprint_names(cfg.cluster_name, region)
+    left = leftovers.select(blueprint, routers, nat_ips, firewalls, subnets,
+                            [n for n in networks if n.name in blueprint.networks])
+    ours = cluster_is_rltuis(ctx, cfg.cluster_name, cluster, left)
+    count, gpu_nodes = _node_count(cfg, cluster, nodes)
     out = [Resource("GKE cluster", cfg.cluster_name,
                     cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
-                    detail=f"{sum(p.initial_node_count for p in cluster.node_pools)} nodes"
-                    if cluster else "", created=cluster.create_time if cluster else "",
-                    gpu_nodes=pool_gpu_nodes(cluster, cfg.device.machine_type))]
+                    detail=f"{count} nodes" if cluster else "",
+                    created=cluster.create_time if cluster else "", gpu_nodes=gpu_nodes)]
     if cluster is not None and not ours:
         out[0] = replace(out[0], hand_delete=hand_delete("GKE cluster", cfg.cluster_name, cfg))
-    blueprint = xpkstate.blueprint_names(cfg.cluster_name, region)
     names = {n.name for n in networks}
     for name in blueprint.networks:
         out.append(_owned(cfg, Resource("VPC network", name,
                                         "present" if name in names else "absent", ours)))
     out += _blueprint(cfg, leftovers.select(blueprint, routers, nat_ips, firewalls, subnets, []),
                       ours)
-    address_ours = address is not None and marked(address.labels)
+    address_ours = address_marked(address)
     out.append(_owned(cfg, Resource(
         "IP range", cfg.address_name, "present" if address else "absent", address_ours,
         detail=f"{address.address}/{address.prefix_length}" if address else "")))
@@ -169,6 +188,26 @@ async def _gather(ctx: Context, *, with_job: bool
     out += [_owned(cfg, r) for r in kube_objects]
     out += _leaks(ctx, clusters, networks, lustre_all, routers, nat_ips)
     return out, job
+
+
+def _node_count(cfg: Any, cluster: Any, nodes: list[dict[str, Any]] | None
+                ) -> tuple[int, tuple[str, ...]]:
+    """The cluster's node count and its GPU nodes, one creation time (RFC 3339) each: from the
+    Kubernetes Nodes when they could be read (the GPU ones carry the label
+    cloud.google.com/gke-accelerator = the device's accelerator; metadata.creationTimestamp),
+    else from the node pools (their create-time initial_node_count: rltui/cost.py
+    `pool_gpu_nodes`), which a Spot stockout or a scale-down makes wrong."""
+    from ..cost import pool_gpu_nodes
+
+    if cluster is None:
+        return 0, ()
+    if nodes is None:
+        return (sum(p.initial_node_count for p in cluster.node_pools),
+                pool_gpu_nodes(cluster, cfg.device.machine_type))
+    gpu = tuple(str(meta.get("creationTimestamp") or "") for meta in
+                ((n.get("metadata") or {}) for n in nodes)
+                if (meta.get("labels") or {}).get(ACCELERATOR_LABEL) == cfg.device.accelerator)
+    return len(nodes), gpu
 
 
 def _owned(cfg: Any, r: Resource, **where: str) -> Resource:
@@ -263,9 +302,11 @@ def _drop(call: asyncio.Future[Any]) -> None:
 
 async def _kubernetes(ctx: Context, cluster_call: asyncio.Future[Any],
                       creds_call: asyncio.Future[Any], with_job: bool
-                      ) -> tuple[list[Resource], dict[str, Any] | None]:
-    """The plan's Kubernetes objects, asked at once; with `with_job`, the job's summary asked
-    alongside them and kept only when the RayCluster exists (else cancelled)."""
+                      ) -> tuple[list[Resource], dict[str, Any] | None,
+                                 list[dict[str, Any]] | None]:
+    """The plan's Kubernetes objects and the cluster's Nodes (None when they cannot be read),
+    asked at once while the API answers (KUBE_ANSWERS); with `with_job`, the job's summary
+    asked alongside them and kept only when the RayCluster exists (else cancelled)."""
     from .jobs import job_summary
 
     cfg = ctx.cfg
@@ -274,12 +315,14 @@ async def _kubernetes(ctx: Context, cluster_call: asyncio.Future[Any],
               ("PersistentVolume", "persistentvolumes", cfg.pv_name),
               ("Secret", "secrets", manifests.secret_name(cfg))]
     cluster = await cluster_call
-    if cluster is None or cluster.status.name != "RUNNING":
-        return [Resource(kind, name, "absent", True) for kind, _, name in wanted], None
+    if cluster is None or cluster.status.name not in KUBE_ANSWERS:
+        return [Resource(kind, name, "absent", True) for kind, _, name in wanted], None, None
     kube = await ctx.kube(cluster, await creds_call)
     job_call = asyncio.ensure_future(job_summary(ctx)) if with_job else None
     try:
-        objs = await asyncio.gather(*(kube.get(plural, name) for _, plural, name in wanted))
+        objs, nodes = await asyncio.gather(
+            asyncio.gather(*(kube.get(plural, name) for _, plural, name in wanted)),
+            _nodes(kube))
         out = [_kube_resource(kind, plural, name, obj)
                for (kind, plural, name), obj in zip(wanted, objs, strict=True)]
         job = None
@@ -288,7 +331,19 @@ async def _kubernetes(ctx: Context, cluster_call: asyncio.Future[Any],
     finally:
         if job_call is not None:
             _drop(job_call)
-    return out, job
+    return out, job, nodes
+
+
+async def _nodes(kube: Any) -> list[dict[str, Any]] | None:
+    """The cluster's Nodes, or None when Kubernetes refuses them (the pools' count stands in)."""
+    from ..cloud.errors import CloudError
+
+    try:
+        nodes: list[dict[str, Any]] = await kube.list("nodes")
+    except CloudError as exc:
+        logging.getLogger(__name__).warning("nodes not read: %s", exc.message)
+        return None
+    return nodes
 
 
 def _kube_resource(kind: str, plural: str, name: str, obj: Any) -> Resource:
@@ -312,11 +367,20 @@ def _leaks(ctx: Context, clusters: list[Any], networks: list[Any], lustre_all: l
     cfg = ctx.cfg
     leaks = []
     owned_clusters = set()
+    present = {c.name for c in clusters}
     for c in clusters:
-        if c.name != cfg.cluster_name and _labelled(c):
+        if c.name != cfg.cluster_name and cluster_is_rltuis(ctx, c.name, c):
             owned_clusters.add(c.name)
+            why = "labelled managed-by=rltui" if _labelled(c) else "recorded as rltui's"
             leaks.append(Resource("GKE cluster", c.name, c.status.name.lower(), True, leak=True,
-                                  detail=f"{c.location}, labelled managed-by=rltui"))
+                                  detail=f"{c.location}, {why}"))
+
+    def rltuis(other: str, item: Any) -> bool:
+        """Another cluster's blueprint part is rltui's: its cluster is, or (gone) was recorded
+        or made the part with rltui's last xpk create for it (`cluster_is_rltuis`)."""
+        return other in owned_clusters or (other not in present and cluster_is_rltuis(
+            ctx, other, None, leftovers.Leftovers(networks=[item])))
+
     for inst in lustre_all:
         name = inst.name.rsplit("/", 1)[-1]
         if name != cfg.lustre_instance_id and inst.labels.get("managed-by") == "rltui":
@@ -327,8 +391,7 @@ def _leaks(ctx: Context, clusters: list[Any], networks: list[Any], lustre_all: l
         for suffix in XPK_NETWORK_SUFFIXES:
             if name.endswith(suffix):
                 other = name[: -len(suffix)]
-                if other != cfg.cluster_name and (other in owned_clusters
-                                                  or _xpk_state(ctx, other)):
+                if other != cfg.cluster_name and rltuis(other, net):
                     leaks.append(Resource("VPC network", name, "present", True, leak=True,
                                           detail=f"made by xpk for cluster {other}"))
     # Another rltui cluster's blueprint routers and NAT IPs: `<other>-net-<i>-router`,
@@ -339,8 +402,7 @@ def _leaks(ctx: Context, clusters: list[Any], networks: list[Any], lustre_all: l
         for item in items:
             m = re.fullmatch(pattern, item.name)
             other = m[1] if m else None
-            if other and other != cfg.cluster_name and (other in owned_clusters
-                                                        or _xpk_state(ctx, other)):
+            if other and other != cfg.cluster_name and rltuis(other, item):
                 leaks.append(Resource(kind, item.name, "present", True, leak=True,
                                       detail=f"made by xpk for cluster {other}"))
     return leaks

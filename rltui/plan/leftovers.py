@@ -81,3 +81,18 @@ async def _all(line: Callable[[str], None],
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+def made_by_own_create(xpk_dir: Any, left: Leftovers) -> bool:
+    """What is left was made by the last xpk create rltui started in `xpk_dir`: each part
+    that carries a creation time (compute's creationTimestamp: routers, addresses, firewall
+    rules, subnetworks, networks) was created after that run began (xpkstate
+    `made_by_own_create`), and at least one does. A blueprint of the same names that was
+    there before (someone else's xpk) is older."""
+    stamps = [str(getattr(x, "creation_timestamp", "") or "")
+              for x in (*left.routers, *left.nat_ips, *left.firewalls, *left.subnets,
+                        *left.networks)]
+    stamps = [t for t in stamps if t]
+    started = xpkstate.own_create_started(xpk_dir)
+    return started is not None and bool(stamps) and \
+        all(xpkstate.epoch(t) >= started for t in stamps)

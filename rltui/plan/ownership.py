@@ -3,8 +3,15 @@
 rltui deletes only what it made. Its mark, where the API has room for one:
 
 - the GKE cluster: the resource label `managed-by=rltui` (XpkClusterStep sets it after xpk),
-  or xpk's state for it in rltui's own folder (plan/xpkstate.py);
-- the Lustre instance and the IP range (a global address): the label `managed-by=rltui`;
+  or its unique Cluster.id being the one rltui recorded when its own xpk made it
+  (plan/xpkstate.py `owns`); xpk's blueprint in rltui's folder is no proof (xpk writes it
+  before Terraform runs, and keeps it when Terraform fails);
+- the Lustre instance: the label `managed-by=rltui`;
+- the IP range (a global address): the label, or its description starting with RULE_MARK,
+  both set in the insert itself (IpRangeStep): the description is kept at creation, while
+  the labels of a global address are documented as set only after it ("Labels cannot be set
+  in a create": terraform-provider-google v7.40.0
+  google/services/compute/resource_compute_global_address.go, lines 343-347);
 - the Lustre firewall rule: compute.v1 Firewall has no labels field, so its description
   starts with RULE_MARK;
 - the VPC peering: a Service Networking connection has no labels (servicenetworking v1
@@ -39,6 +46,21 @@ def marked(labels: Mapping[str, str] | None) -> bool:
     return dict(labels or {}).get("managed-by") == "rltui"
 
 
+def cluster_marked(cluster: Any, owned: Any) -> bool:
+    """A container.v1 Cluster that is rltui's: labelled, or the one `owned` (an
+    xpkstate.Owned record, or None) names by its unique id."""
+    from .xpkstate import owns
+
+    return cluster is not None and (marked(cluster.resource_labels) or owns(owned, cluster))
+
+
+def address_marked(address: Any) -> bool:
+    """A compute.v1 Address that is rltui's: its label, or its description (RULE_MARK)."""
+    return address is not None and (
+        marked(getattr(address, "labels", None))
+        or str(getattr(address, "description", "") or "").startswith(RULE_MARK))
+
+
 def rule_marked(rule: Any) -> bool:
     return rule is not None and str(getattr(rule, "description", "") or "").startswith(RULE_MARK)
 
@@ -54,8 +76,7 @@ def peering_marked(peering: Mapping[str, Any] | None, range_name: str,
     if not peering:
         return False
     ranges = list(peering.get("reservedPeeringRanges") or [])
-    return ranges == [range_name] and range_obj is not None and \
-        marked(getattr(range_obj, "labels", None))
+    return ranges == [range_name] and address_marked(range_obj)
 
 
 def lustre_rule_name(network: str) -> str:
@@ -93,7 +114,16 @@ def hand_delete(kind: str, name: str, cfg: Any, *, region: str = "", router: str
         return join(["gcloud", *gcloud[kind], p, "--quiet"])
     plural = {"RayCluster": "raycluster", "PersistentVolumeClaim": "pvc",
               "PersistentVolume": "pv", "Secret": "secret"}.get(kind, kind.lower())
-    return join(["kubectl", "delete", plural, name])
+    return join(["kubectl", "delete", plural, name, f"--context={kube_context(cfg)}"])
+
+
+def kube_context(cfg: Any) -> str:
+    """The kubeconfig context `gcloud container clusters get-credentials` writes for this
+    regional cluster, gke_<project>_<region>_<cluster> (Google Cloud SDK 528
+    lib/googlecloudsdk/api_lib/container/util.py line 444, ClusterConfig.KUBECONTEXT_FORMAT
+    'gke_{project}_{zone}_{cluster}', the zone being the cluster's location): a hand-delete
+    acts on this cluster, whatever kubectl's current context is."""
+    return f"gke_{cfg.project_id}_{cfg.region}_{cfg.cluster_name}"
 
 
 def not_rltuis(why: str, command: str) -> str:

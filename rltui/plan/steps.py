@@ -19,7 +19,10 @@ instance, the peering, the IP range and rltui's firewall rule, then `xpk cluster
 the cluster still exists (xpk_cluster's row: the cluster and its whole blueprint), then
 whatever of the blueprint is left, by its names (network_ready's row). Without xpk's state,
 an rltui cluster goes through the GKE API and its blueprint by name. What is not rltui's is
-kept (plan/ownership.py).
+kept (plan/ownership.py). The Kubernetes objects vanish with the cluster: the cluster's,
+Lustre's and the firewall rule's rows wait for them to settle, not to succeed
+(`destroy_after`), so a RayCluster stuck Terminating on a lost Spot node or a refused
+Kubernetes call never keeps the GPU nodes, the NAT or Lustre billed.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from shlex import join
 from typing import Any
 
 from .context import Context
-from .step import Probe, StepOutput, StepState, TransientError
+from .step import PermanentError, Probe, StepOutput, StepState, TransientError
 from .steps_base import ContextStep
-from .steps_cluster import gpu_pool_built
+from .steps_cluster import gpu_pool_built, pool_note
 
 # Nodes older than this need the CSI driver's legacy port (6988) to reach Lustre
 # (google-cloud-container 2.67.0, LustreCsiDriverConfig.enable_legacy_lustre_port).
@@ -43,6 +43,35 @@ async def legacy_port_wanted(ctx: Context, cluster: Any) -> bool:
                                       for p in cluster.node_pools if p.version)
     inst = await ctx.lustre.get(ctx.cfg.lustre_instance_id)
     return old or bool(inst is not None and inst.gke_support_enabled)
+
+
+def _workload(pod: dict[str, Any]) -> bool:
+    """A pod that holds work: running or about to (not Succeeded or Failed), outside
+    kube-system, not one a DaemonSet puts on every node (metadata.ownerReferences[].kind)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace") == "kube-system":
+        return False
+    if any((ref or {}).get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
+        return False
+    return ((pod.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")
+
+
+async def pods_on_node(kube: Any, node: str) -> list[dict[str, Any]]:
+    """Every pod bound to `node`, in every namespace: GET /api/v1/pods with the field selector
+    spec.nodeName=<node> (CoreV1Api.list_pod_for_all_namespaces; spec.nodeName is one of the
+    pod fields the API server selects on: kubernetes.io/docs/concepts/overview/
+    working-with-objects/field-selectors). Through the adapter's own list (its retries and
+    errors: KubeAdapter.pods_everywhere)."""
+    items: list[dict[str, Any]] = await kube.pods_everywhere(f"spec.nodeName={node}")
+    return items
+
+
+class Stale:
+    """A GPU pool with nodes on which the Lustre driver has not registered."""
+
+    def __init__(self) -> None:
+        self.nodes: list[str] = []      # every GPU node of the pool
+        self.lacking: list[str] = []    # those without the driver
 
 
 def _drivers(node: dict[str, Any]) -> set[str]:
@@ -84,17 +113,27 @@ class AddonsStep(ContextStep):
     `csi.volume.kubernetes.io/nodeid` says so. After the update the GPU nodes are re-read for
     up to DRIVER_WAIT_MIN reference minutes; only the pools whose nodes still lack it are
     recreated, by upgrading them to their own version (xpk 1.16.0 core/nodepool.py
-    recreate_nodes_in_existing_node_pools does the same). Nothing runs on them yet, so all of
-    a pool's nodes go at once: max_surge 0, max_unavailable = its node count ("(maxUnavailable
-    + maxSurge) determines the level of parallelism", google-cloud-container 2.67.0
-    NodePool.UpgradeSettings), then the blueprint's 0 and 1 are put back. Only the GPU pools
-    are recreated: the Ray head and workers, the only pods that mount Lustre, run there.
+    recreate_nodes_in_existing_node_pools does the same), all of a pool's nodes at once:
+    max_surge 0, max_unavailable = its node count ("(maxUnavailable + maxSurge) determines the
+    level of parallelism", google-cloud-container 2.67.0 NodePool.UpgradeSettings), then the
+    blueprint's 0 and 1 are put back. Only the GPU pools are recreated: the Ray head and
+    workers, the only pods that mount Lustre, run there.
+
+    Only a pool no work runs on is recreated: every `up` probes this step, and a Spot node
+    that replaced a preempted one may not have registered the driver yet while the job runs
+    on the others. A pool with workload pods on its nodes (`_workload`: not a DaemonSet's,
+    outside kube-system; the Ray pods carry ray.io labels) ends the step with one line naming
+    the nodes without the driver: rltui does not recreate nodes under a running job.
+    Nor does it touch the cluster while an xpk is live in its folder (`wait_xpk_exit`).
     """
 
     name, title = "addons", "Addons (RayOperator + Lustre CSI)"
     needs = ("xpk_cluster",)   # after xpk exits: nothing may change the cluster under Terraform
     expected_key = "addon_update"
     destroyable = False  # they go with the cluster
+    # Down: the RayCluster settles first, whatever its outcome (they keep nothing to delete).
+    destroy_needs = ()
+    destroy_after = ("raycluster",)
     # A try can hold an update, a bounded wait and a recreation: a third is plenty.
     max_attempts = 3
 
@@ -140,23 +179,30 @@ class AddonsStep(ContextStep):
         drivers = ((csinode or {}).get("spec") or {}).get("drivers") or []
         return any(isinstance(d, dict) and d.get("name") == LUSTRE_DRIVER for d in drivers)
 
-    async def _stale_pools(self, ctx: Context, kube: Any | None = None) -> dict[str, int]:
-        """GPU pools with a node that has not registered the Lustre driver -> their GPU node
-        count."""
+    async def _stale_pools(self, ctx: Context, kube: Any | None = None) -> dict[str, Stale]:
+        """GPU pools with a node that has not registered the Lustre driver -> their nodes."""
         kube = kube if kube is not None else await self.kube_if_cluster(ctx)
         if kube is None:
             return {}
-        nodes = await self._gpu_nodes(ctx, kube)
-        sizes: dict[str, int] = {}
-        stale: set[str] = set()
-        for node in nodes:
-            pool = ((node.get("metadata") or {}).get("labels") or {}).get(NODE_POOL_LABEL, "")
-            sizes[pool] = sizes.get(pool, 0) + 1
+        pools: dict[str, Stale] = {}
+        for node in await self._gpu_nodes(ctx, kube):
+            meta = node.get("metadata") or {}
+            pool = (meta.get("labels") or {}).get(NODE_POOL_LABEL, "")
+            entry = pools.setdefault(pool, Stale())
+            entry.nodes.append(meta.get("name") or "")
             if not await self._registered(kube, node):
-                stale.add(pool)
-        return {p: sizes[p] for p in sorted(stale) if p}
+                entry.lacking.append(meta.get("name") or "")
+        return {p: pools[p] for p in sorted(pools) if p and pools[p].lacking}
 
-    async def _wait_registered(self, ctx: Context, out: StepOutput) -> dict[str, int]:
+    async def _workloads(self, kube: Any, nodes: list[str]) -> list[str]:
+        """The workload pods (`_workload`) bound to these nodes, by name."""
+        found: list[str] = []
+        for node in nodes:
+            found += [(p.get("metadata") or {}).get("name") or "?"
+                      for p in await pods_on_node(kube, node) if _workload(p)]
+        return found
+
+    async def _wait_registered(self, ctx: Context, out: StepOutput) -> dict[str, Stale]:
         """Re-read the GPU nodes until each has the driver or DRIVER_WAIT_MIN reference
         minutes pass; the pools still without it."""
         import asyncio
@@ -188,9 +234,16 @@ class AddonsStep(ContextStep):
             await asyncio.sleep(max(0.05, min(2.0, ctx.expected("k8s_apply") / 10)))
 
     async def probe(self, ctx: Context) -> Probe:
+        from ..cloud.detached import Detached
+
         cluster = await ctx.gke.get()
         if cluster is None:
             return Probe(exists=False)
+        live = Detached(ctx.xpk_dir, "xpk").live()
+        if live is not None:
+            # A re-apply turns the addons off: whatever they are now, apply waits for xpk.
+            return Probe(exists=True, ready=False, detail=f"{live.describe()} runs: the addons"
+                                                          " wait for it")
         enabled = ctx.gke.addons_enabled(cluster)
         off = [k for k, v in enabled.items() if not v]
         if not off and ctx.gke.legacy_port(cluster) != await self.legacy_port_wanted(ctx, cluster):
@@ -204,10 +257,13 @@ class AddonsStep(ContextStep):
             return Probe(exists=True, ready=False,
                          detail=f"upgrade settings of {', '.join(left)} not put back")
         stale = await self._stale_pools(ctx)
-        return Probe(exists=True, ready=not stale,
-                     detail=f"driver not on nodes of {', '.join(stale)}" if stale else "")
+        if stale:
+            return Probe(exists=True, ready=False,
+                         detail=f"driver not on nodes of {', '.join(stale)}")
+        return Probe(exists=True, ready=True, detail=pool_note(cluster, self.cfg))
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
+        await self.wait_xpk_exit(ctx, out)   # nothing changes the cluster under Terraform
         cluster = await ctx.gke.get()
         if cluster is None or not gpu_pool_built(cluster, self.cfg):
             # xpk_cluster is done, so xpk has exited: nothing will make it now.
@@ -223,8 +279,18 @@ class AddonsStep(ContextStep):
             await self._restore(ctx, out, pool)
         await self._gpu_nodes_listed(ctx)
         stale = await self._wait_registered(ctx, out)
-        for pool, nodes in stale.items():
-            await self._recreate(ctx, out, pool, nodes)
+        kube = await ctx.kube()
+        for pool, entry in stale.items():
+            busy = await self._workloads(kube, entry.nodes)
+            if busy:
+                raise PermanentError(
+                    f"the Lustre CSI driver is not on GPU node(s) {', '.join(entry.lacking)} of"
+                    f" {pool} yet, and work runs on the pool ({_some(busy)}): rltui will not"
+                    " recreate its nodes, which takes them all at once, under a running job;"
+                    " wait for the driver to register and run up again, or end the job first"
+                    " (`rltui down`)")
+        for pool, entry in stale.items():
+            await self._recreate(ctx, out, pool, len(entry.nodes))
         if stale:
             still = await self._wait_registered(ctx, out)
             if still:
@@ -232,8 +298,8 @@ class AddonsStep(ContextStep):
                                      f" {', '.join(still)} after recreating them")
 
     async def _recreate(self, ctx: Context, out: StepOutput, pool: str, nodes: int) -> None:
-        """All of the pool's nodes at once (nothing runs there yet), then the blueprint's
-        upgrade settings back, even when the recreation failed."""
+        """All of the pool's nodes at once (no work runs there: apply checked), then the
+        blueprint's upgrade settings back, even when the recreation failed."""
         await self.wait_cluster_idle(ctx, out)
         out.note(f"recreating the {nodes} nodes of {pool} at once so that they get the Lustre"
                  " CSI driver")
@@ -254,3 +320,9 @@ class AddonsStep(ContextStep):
         await ctx.gke.set_upgrade_settings(pool, max_surge=BLUEPRINT_SURGE,
                                            max_unavailable=BLUEPRINT_UNAVAILABLE,
                                            expected_s=ctx.expected("k8s_apply"))
+
+
+def _some(names: list[str], most: int = 3) -> str:
+    """"a, b, c and 4 more"."""
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")

@@ -127,14 +127,40 @@ class ContextStep(Step):
         return await self.wait_for_xpk(ctx, out, f"xpk's GPU node pool of"
                                        f" {self.cfg.cluster_name}", built, interval_s=interval)
 
-    async def wait_cluster_idle(self, ctx: Context, out: StepOutput) -> None:
-        """Until no operation runs on the cluster (GKE runs one at a time: an upgrade of its
-        own right after a create, xpk's node pool), read from its operations list at about a
-        hundredth of GKE's upgrade, so that the next call neither waits out a long retry
-        backoff nor is refused; a minute of patience past three upgrades, then on anyway
-        (the call's own retry still waits for a busy cluster)."""
+    async def wait_xpk_exit(self, ctx: Context, out: StepOutput) -> None:
+        """Until no xpk runs in rltui's folder for this cluster (cloud/detached.py `live`: its
+        record, by PID, start time and command line), since nothing of rltui's may change the
+        GKE cluster while xpk's Terraform works on it (AddonsStep says why). Polled at about
+        a two-hundredth of xpk's reference time; past three times that reference time (when
+        XpkClusterStep stops an xpk of its own), Transient: the step's next try waits again."""
         import asyncio
 
+        from ..cloud.detached import Detached
+
+        tool = Detached(ctx.xpk_dir, "xpk")
+        loop = asyncio.get_running_loop()
+        reference = ctx.expected("xpk_done")
+        deadline = loop.time() + max(3 * reference, 60.0)
+        noted = False
+        while (rec := tool.live()) is not None:
+            if loop.time() > deadline:
+                raise TransientError(f"{rec.describe()} still runs: rltui changes nothing on"
+                                     " the cluster while it does")
+            if not noted:
+                out.note(f"waiting for {rec.describe()} to end: nothing changes the cluster"
+                         " while xpk's Terraform works on it")
+                noted = True
+            await asyncio.sleep(max(0.05, min(5.0, reference / 200)))
+
+    async def wait_cluster_idle(self, ctx: Context, out: StepOutput) -> None:
+        """Until no xpk runs (`wait_xpk_exit`) and no operation runs on the cluster (GKE runs
+        one at a time: an upgrade of its own right after a create, xpk's node pool), read
+        from its operations list at about a hundredth of GKE's upgrade, so that the next call
+        neither waits out a long retry backoff nor is refused; a minute of patience past three
+        upgrades, then on anyway (the call's own retry still waits for a busy cluster)."""
+        import asyncio
+
+        await self.wait_xpk_exit(ctx, out)
         loop = asyncio.get_running_loop()
         upgrade = ctx.expected("gke_auto_upgrade")
         deadline = loop.time() + 3 * upgrade + 60.0

@@ -124,6 +124,18 @@ class PvPvcStep(ContextStep):
                     users.append(pod["metadata"]["name"])
         return users
 
+    async def down_probe(self, ctx: Context) -> Probe:
+        """Kubernetes alone: either object there is to delete. (The up probe also compares the
+        PV with the Lustre instance's mount point, which down may already have deleted.)"""
+        import asyncio
+
+        kube = await self.kube_if_cluster(ctx)
+        if kube is None:
+            return Probe(exists=False)
+        pv, pvc = await asyncio.gather(kube.get("persistentvolumes", self.cfg.pv_name),
+                                       kube.get("persistentvolumeclaims", self.cfg.pvc_name))
+        return Probe(exists=pv is not None or pvc is not None)
+
     def down_command(self) -> str:
         return (f"kubectl delete pvc {self.cfg.pvc_name} --ignore-not-found && "
                 f"kubectl delete pv {self.cfg.pv_name} --ignore-not-found")

@@ -11,20 +11,27 @@ from typing import Any
 from ..cloud.errors import CloudError
 from . import xpkstate
 from .context import Context
-from .ownership import (MANAGED_BY, RULE_MARK, hand_delete, lustre_rule_name, marked,
-                        not_rltuis, peering_marked, rule_marked)
+from .ownership import (MANAGED_BY, RULE_MARK, address_marked, hand_delete, lustre_rule_name,
+                        marked, not_rltuis, peering_marked, rule_marked)
 from .step import Kept, PermanentError, Probe, StepOutput, TransientError
 from .steps_base import XPK_WAIT_ATTEMPTS, ContextStep
 
 class NetworkReadyStep(ContextStep):
     """Waits for the VPC network xpk makes first, so the Lustre chain starts early; the wait
-    ends as soon as no xpk is at work to make it (ContextStep.wait_for_xpk).
+    ends as soon as no xpk is at work to make it (ContextStep.wait_for_xpk). On xpk's own
+    `<c>-net-0` it waits for the blueprint's subnetwork `<c>-sub-0` too: the IP range's /24 is
+    allocated from what the network leaves free when it is inserted (IpRangeStep gives no
+    address), and the blueprint's subnet has fixed ranges (192.168.0.0/18, secondary
+    10.4.0.0/14 and 10.0.32.0/20: xpk src/xpk/core/blueprint/blueprint_generator.py
+    generate_a4_blueprint, lines 681-699 at the mirrored commit 367c8382) that Terraform adds
+    a moment after the network: a range taken before them could collide.
 
     Down: what is left of xpk's blueprint after the cluster's row (XpkClusterStep), deleted
     by the blueprint's names (plan/leftovers.py): everything, when xpk's state folder is lost
-    and the cluster was rltui's by its label (it went through the GKE API), or what a failed
-    `xpk cluster delete` left. Only for a blueprint that is rltui's: its cluster carried the
-    label or xpk ran from rltui's folder (Context.owned_networks, xpk's state).
+    and the cluster was rltui's (it went through the GKE API), or what a failed `xpk cluster
+    delete` left. Only for a blueprint that is rltui's (XpkClusterStep.blueprint_owned: its
+    cluster is, or was recorded as rltui's). Once nothing of it is left and the cluster is
+    gone, rltui's record of the cluster is forgotten (plan/xpkstate.py `forget_owned`).
     """
 
     name, title = "network_ready", "Network ready"
@@ -65,8 +72,11 @@ class NetworkReadyStep(ContextStep):
         left = await leftovers.find(ctx)
         if left:
             return Probe(exists=True, detail=", ".join(left.names()))
+        if await ctx.gke.get() is None:
+            xpkstate.forget_owned(ctx.xpk_dir)   # the teardown is complete
         gone = "none left: xpk cluster delete removed them" \
-            if XpkClusterStep(ctx).has_xpk_state(ctx) else "nothing to delete"
+            if XpkClusterStep(ctx).has_xpk_state(ctx) and ctx.owned_networks \
+            else "nothing to delete"
         return Probe(exists=False, detail=gone)
 
     async def destroy(self, ctx: Context, out: StepOutput) -> str:
@@ -79,34 +89,59 @@ class NetworkReadyStep(ContextStep):
                      f"--cluster={c.cluster_name}"])
         cluster = await ctx.gke.get()
         if cluster is not None:
-            if gke.has_xpk_state(ctx) or gke.labelled(cluster):
+            if gke.owns(ctx, cluster):
                 raise TransientError(f"cluster {c.cluster_name} is still there: its blueprint"
                                      " goes with it")
             raise Kept(not_rltuis(f"they belong to cluster {c.cluster_name}, which is not"
                                   " rltui's; delete them with xpk from the folder it ran in",
                                   hand))
-        if not (gke.has_xpk_state(ctx) or ctx.owned_networks):
-            raise Kept(not_rltuis(f"left from a cluster {ctx.xpk_dir} holds no xpk state for,"
-                                  " and no managed-by=rltui cluster was deleted with them; if"
-                                  " xpk made them, delete them with xpk from the folder it ran"
-                                  " in", hand))
         left = await leftovers.find(ctx)
+        if not gke.blueprint_owned(ctx, None, left):
+            raise Kept(not_rltuis(f"left from a cluster rltui has no record of"
+                                  f" ({xpkstate.owned_path(ctx.xpk_dir)}), no cluster of"
+                                  " rltui's was deleted with them, and rltui's last xpk run did"
+                                  " not make them; if xpk made them, delete them with xpk from"
+                                  " the folder it ran in", hand))
         out.note("deleting what is left of xpk's blueprint by its names: "
                  + ", ".join(left.names()))
         await leftovers.delete(ctx, left, out.line)
+        xpkstate.forget_owned(ctx.xpk_dir)       # the teardown is complete
         return "deleted by rltui, by the blueprint's names"
 
     def command(self) -> str:
         return join(["gcloud", "compute", "networks", "describe", self.cfg.network,
                      f"--project={self.cfg.project_id}"])
 
+    def _subnet(self) -> str | None:
+        """The blueprint's subnetwork of the plan's network when that network is xpk's net-0
+        (`<c>-sub-0`); None for a network of the user's."""
+        names = self._names()
+        return names.subnets[0] if self.cfg.network == names.networks[0] else None
+
+    def _what(self) -> str:
+        sub = self._subnet()
+        return (f"subnetwork {sub} of network " if sub else "network ") + self.cfg.network
+
+    async def _made(self, ctx: Context) -> Any:
+        """The network once it (and the blueprint's subnetwork on it) exists, else None."""
+        network = await ctx.network.network(self.cfg.network)
+        sub = self._subnet()
+        if network is None or sub is None:
+            return network
+        return network if await ctx.network.subnetwork(self.cfg.region, sub) is not None \
+            else None
+
     async def probe(self, ctx: Context) -> Probe:
-        return Probe(exists=await ctx.network.network(self.cfg.network) is not None)
+        if await ctx.network.network(self.cfg.network) is None:
+            return Probe(exists=False)
+        if await self._made(ctx) is None:
+            return Probe(exists=True, ready=False, detail=f"subnetwork {self._subnet()} not"
+                                                          " made yet")
+        return Probe(exists=True)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         interval = max(0.2, min(10.0, self.expected_s / 20))
-        await self.wait_for_xpk(ctx, out, f"network {self.cfg.network}",
-                                lambda: ctx.network.network(self.cfg.network),
+        await self.wait_for_xpk(ctx, out, self._what(), lambda: self._made(ctx),
                                 interval_s=interval)
 
 
@@ -125,12 +160,29 @@ class IpRangeStep(ContextStep):
                      f"--project={c.project_id}"])
 
     async def probe(self, ctx: Context) -> Probe:
-        return Probe(exists=await ctx.network.address(self.cfg.address_name) is not None)
+        address = await ctx.network.address(self.cfg.address_name)
+        if address is None:
+            return Probe(exists=False)
+        if not address_marked(address):
+            return Probe(exists=True, ready=False, detail="not rltui's (no managed-by=rltui"
+                                                          " label or description)")
+        return Probe(exists=True)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        # Labelled rltui's (ownership.py): down deletes only a range that carries it.
-        await ctx.network.create_address(self.cfg.address_name, self.cfg.network, 24, out.line,
-                                         labels=dict(MANAGED_BY))
+        """The range, marked rltui's in its insert (ownership.py `address_marked`: the label
+        and the description, so the mark exists from the moment the range does); one that is
+        there without the mark is not taken over."""
+        c = self.cfg
+        address = await ctx.network.address(c.address_name)
+        if address is not None and not address_marked(address):
+            raise PermanentError(
+                f"IP range {c.address_name} exists and is not rltui's (no managed-by=rltui label"
+                f" or description): rltui will not take it over; if nothing uses it, delete"
+                f" it ({hand_delete('IP range', c.address_name, c)}) and run up again")
+        await ctx.network.create_address(
+            c.address_name, c.network, 24, out.line, labels=dict(MANAGED_BY),
+            description=f"{RULE_MARK}: peering range of {c.network} for Managed Lustre"
+                        f" (GKE cluster {c.cluster_name})")
 
     def down_command(self) -> str:
         return join(["gcloud", "compute", "addresses", "delete", self.cfg.address_name, "--global",
@@ -141,8 +193,8 @@ class IpRangeStep(ContextStep):
         address = await ctx.network.address(c.address_name)
         if address is None:
             return
-        if not marked(address.labels):
-            raise Kept(not_rltuis("no managed-by=rltui label",
+        if not address_marked(address):
+            raise Kept(not_rltuis("no managed-by=rltui label or description",
                                   hand_delete("IP range", c.address_name, c)))
         peering = await ctx.network.peering(c.network)
         if peering is not None and c.address_name in (peering.get("reservedPeeringRanges") or []):
@@ -183,13 +235,19 @@ class PeeringStep(ContextStep):
         return f"for try in 1 2 3 4 5 6 7 8 9 10; do {delete} && break; sleep 30; done"
 
     async def destroy(self, ctx: Context, out: StepOutput) -> None:
-        """Only a connection that is rltui's (ownership.py: it reserves rltui's labelled range
+        """Only a connection that is rltui's (ownership.py: it reserves rltui's marked range
         and nothing else) and that no Lustre instance of someone else's uses.
 
-        Service Networking refuses while the producer (Lustre) still holds the connection,
-        sometimes minutes after the instance is gone (FACTS; terraform-provider-google 19908):
-        retry for a while, then remove compute's side of it (networks.removePeering), the
-        known fallback, which frees the network for xpk's delete."""
+        Service Networking refuses while a producer still holds the connection, sometimes
+        minutes after the instance is gone (FACTS; terraform-provider-google 19908): retry for
+        a while. Then compute's side of it can be removed (networks.removePeering), the known
+        fallback, which frees the network for xpk's delete, but also cuts off every other
+        producer on the network (another Lustre instance, Cloud SQL, Filestore). So only
+        (`_fallback_refused`): no Lustre instance of any id is on the network (from the
+        project's list: an instance's `network`), and the network is the blueprint's
+        `<c>-net-0` of a cluster that is rltui's and goes next (XpkClusterStep deletes it after
+        this row; gone, NetworkReadyStep deletes what is left of its blueprint). Otherwise the
+        peering is kept, with the command that deletes it by hand."""
         import asyncio
 
         c = self.cfg
@@ -198,14 +256,16 @@ class PeeringStep(ContextStep):
             return
         if not peering_marked(peering, c.address_name, await ctx.network.address(c.address_name)):
             ranges = ", ".join(peering.get("reservedPeeringRanges") or []) or "none"
-            raise Kept(not_rltuis(f"it reserves {ranges}, not rltui's labelled range alone",
+            raise Kept(not_rltuis(f"it reserves {ranges}, not rltui's marked range alone",
                                   hand_delete("VPC peering", "", c)))
         inst = await ctx.lustre.get(c.lustre_instance_id)
         if inst is not None and not marked(inst.labels):
             raise Kept(f"kept: Lustre instance {c.lustre_instance_id}, which is not rltui's,"
                        " uses it")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(3 * ctx.expected("lustre_delete"), 30.0)
+        # Three Lustre deletes' time, at least 30 s on the cloud's clock.
+        deadline = loop.time() + max(3 * ctx.expected("lustre_delete"),
+                                     30.0 * ctx.endpoints.time_scale)
         pause = max(0.2, min(30.0, ctx.expected("peering_delete") / 4))
         while True:
             try:
@@ -220,14 +280,43 @@ class PeeringStep(ContextStep):
                 await asyncio.sleep(pause)
         if await ctx.lustre.get(self.cfg.lustre_instance_id) is not None:
             raise TransientError("the Lustre instance still exists; the peering waits for it")
+        refused = await self._fallback_refused(ctx)
+        if refused:
+            raise Kept(f"kept: Service Networking still refuses to delete it and {refused}; to"
+                       f" delete it by hand: {hand_delete('VPC peering', '', c)}")
         out.note("Service Networking still refuses: removing the peering from the network")
         await ctx.network.remove_peering(self.cfg.network)
+
+    async def _fallback_refused(self, ctx: Context) -> str:
+        """Why networks.removePeering must not be used here ("" when it may): see destroy."""
+        from . import leftovers
+        from .steps_cluster import XpkClusterStep
+
+        c = self.cfg
+        on_it = sorted(i.name.rsplit("/", 1)[-1] for i in await ctx.lustre.list()
+                       if str(i.network).rsplit("/", 1)[-1] == c.network)
+        if on_it:
+            return (f"Lustre instance {', '.join(on_it)} is on {c.network}: removing the"
+                    " peering from the network would cut it off")
+        if c.network != xpkstate.blueprint_names(c.cluster_name).networks[0]:
+            return (f"{c.network} is not xpk's network of cluster {c.cluster_name}: removing the"
+                    " peering from it could cut off other services on it")
+        cluster = await ctx.gke.get()
+        left = await leftovers.find(ctx) if cluster is None else None
+        if not XpkClusterStep(ctx).blueprint_owned(ctx, cluster, left):
+            return (f"{c.network} belongs to cluster {c.cluster_name}, which is not rltui's:"
+                    " removing the peering from it could cut off other services on it")
+        return ""
 
 
 class LustreInstanceStep(ContextStep):
     name, title = "lustre_instance", "Lustre instance"
     needs = ("peering",)
     expected_key, destroy_key = "lustre_create", "lustre_delete"
+    # Down: the PV/PVC settle first, whatever their outcome: a refused Kubernetes call must
+    # not keep the instance billed (the objects vanish with the cluster).
+    destroy_needs = ()
+    destroy_after = ("pv_pvc",)
 
     def down_title(self) -> str:
         return f"Lustre instance {self.cfg.lustre_instance_id}"
@@ -310,6 +399,10 @@ class LustreFirewallStep(ContextStep):
 
     name, title = "lustre_firewall", "Lustre firewall rule"
     needs = ("ip_range", "xpk_cluster")
+    # Down: the RayCluster, the only user of Lustre, settles first, whatever its outcome: a
+    # rule left behind would keep the network (and so xpk's delete) from going.
+    destroy_needs = ()
+    destroy_after = ("raycluster",)
     # A firewall insert has no entry of its own in the profile: metadata, like an apply.
     expected_key = "k8s_apply"
 

@@ -65,6 +65,7 @@ PEERING_NAME = "servicenetworking-googleapis-com"
 class Network:
     name: str
     self_link: str = ""
+    creation_timestamp: str = ""   # compute's RFC 3339; "" as the sandbox leaves it
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Subnetwork:
     name: str
     network: str          # a URL ending in the network's name, as compute gives it
     region: str = ""
+    creation_timestamp: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Firewall:
     direction: str = "INGRESS"
     source_ranges: tuple[str, ...] = ()
     allowed: tuple[Allowed, ...] = ()
+    creation_timestamp: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Address:
     address: str = "10.90.0.0"
     labels: dict = field(default_factory=lambda: {"managed-by": "rltui"})
     label_fingerprint: str = "fp-a"
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ class FakeCloud:
     _timers: dict[str, float] = field(default_factory=dict)
     _op_error: dict[str, str] = field(default_factory=dict)
     _xpk_offset: int = 0
+    _cluster_ids: int = 0
     _rv: Any = field(default_factory=lambda: itertools.count(1))
 
     # ---- plumbing ----
@@ -372,28 +377,35 @@ class FakeCloud:
         self.apis |= set(CODELAB_APIS)
 
     def seed_networks(self) -> None:
+        """The blueprint's networks and what xpk's Terraform puts in them, each with its
+        creation time (compute's creationTimestamp; the networks' left "", as the sandbox
+        leaves it); what is there already stays as it is."""
         c, p = self.cfg.cluster_name, self.cfg.project_id
         base = f"https://www.googleapis.com/compute/v1/projects/{p}"
+        now = _rfc3339(time.time())
         for i, net in enumerate(self.blueprint_networks()):
             url = f"{base}/global/networks/{net}"
             self.networks.setdefault(net, Network(net, url))
             if net.endswith("rdma-net"):
                 for j in range(8):
-                    self.subnets.setdefault(f"{c}-rdma-sub-{j}",
-                                            Subnetwork(f"{c}-rdma-sub-{j}", url, self.cfg.region))
+                    self.subnets.setdefault(f"{c}-rdma-sub-{j}", Subnetwork(
+                        f"{c}-rdma-sub-{j}", url, self.cfg.region, now))
             else:
                 r = self.cfg.region
-                self.subnets.setdefault(f"{c}-sub-{i}", Subnetwork(f"{c}-sub-{i}", url, r))
+                self.subnets.setdefault(f"{c}-sub-{i}", Subnetwork(f"{c}-sub-{i}", url, r, now))
                 for rule in (f"{c}-internal-{i}", f"{net}-fw-allow-internal-traffic",
                              f"{net}-fw-allow-iap-ingress"):
-                    self.firewall_rules.setdefault(rule, Firewall(rule, url))
+                    self.firewall_rules.setdefault(rule, Firewall(rule, url,
+                                                                  creation_timestamp=now))
                 ips = tuple(f"{net}-nat-ips-{r}-{j}" for j in range(2))
                 for ip in ips:
                     self.regional_addresses.setdefault(ip, RegionalAddress(ip, r, labels={
-                        "gke_product_type": "xpk", "ghpc_module": "vpc", "ghpc_role": "network"}))
+                        "gke_product_type": "xpk", "ghpc_module": "vpc", "ghpc_role": "network"},
+                        creation_timestamp=now))
                 self.routers.setdefault(f"{net}-router", Router(
                     f"{net}-router", url, r, (RouterNat(f"cloud-nat-{r}", tuple(
-                        f"{base}/regions/{r}/addresses/{ip}" for ip in ips)),)))
+                        f"{base}/regions/{r}/addresses/{ip}" for ip in ips)),),
+                    creation_timestamp=now))
 
     def seed_cluster(self, *, num_nodes: int | None = None, device_type: str | None = None,
                      labelled: bool = False, started: float | None = None,
@@ -410,8 +422,17 @@ class FakeCloud:
                   "ghpc_deployment": unique_name(c.project_id, c.region, c.cluster_name)}
         if labelled:
             labels["managed-by"] = "rltui"
+        # A re-apply keeps the cluster (its unique id, its creation time) and the labels others
+        # set: resource_labels are non-authoritative in terraform-provider-google v7.
+        old = self.cluster
+        if old is not None:
+            labels = {**dict(old.resource_labels), **labels}
+        self._cluster_ids += 1
+        cluster_id = old.id if old is not None else f"{self._cluster_ids:032x}"
+        created = old.create_time if old is not None else _rfc3339(started)
         self.cluster = container_v1.Cluster(
             name=c.cluster_name, location=c.region, status=container_v1.Cluster.Status.RUNNING,
+            id=cluster_id, create_time=created,
             endpoint="10.0.0.2", current_master_version=version, resource_labels=labels,
             label_fingerprint="fp-1",
             network=f"{c.cluster_name}-net-0",
@@ -430,9 +451,12 @@ class FakeCloud:
                             accelerator_type=accel, accelerator_count=per_node)]))])
         self._operation("CREATE_CLUSTER", "", started)
         self._operation("CREATE_NODE_POOL", f"nodePools/{gpu_pool}", started)
-        self._put_node("gke-system-0", "system", None)
+        # A re-apply leaves the nodes that are there as they are (and adds what is missing).
+        if ("nodes", "gke-system-0") not in self.objects:
+            self._put_node("gke-system-0", "system", None)
         for i in range(num_nodes):
-            self._put_node(f"gke-{gpu_pool}-{i}", gpu_pool, accel)
+            if ("nodes", f"gke-{gpu_pool}-{i}") not in self.objects:
+                self._put_node(f"gke-{gpu_pool}-{i}", gpu_pool, accel)
 
     def seed_xpk_state(self, xpk_dir: Path) -> None:
         """xpk's blueprint in the folder it ran in (the path xpk 1.16.0 derives)."""
@@ -451,6 +475,7 @@ class FakeCloud:
         self.objects[("nodes", name)] = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels, "resourceVersion": str(next(self._rv)),
+                         "creationTimestamp": _rfc3339(time.time()),
                          "annotations": {CSI_NODE_IDS: json.dumps(
                              drivers or {"pd.csi.storage.gke.io": name})}},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
@@ -465,12 +490,13 @@ class FakeCloud:
         for pool in self.cluster.node_pools:
             self._recreate_nodes(pool.name)
 
-    def seed_address(self, *, labels: dict | None = None) -> None:
+    def seed_address(self, *, labels: dict | None = None, description: str = "") -> None:
         """The range as IpRangeStep leaves it: labelled managed-by=rltui unless `labels`."""
         c = self.cfg
         self.addresses[c.address_name] = Address(
             c.address_name, f"projects/{c.project_id}/global/networks/{c.network}", 24,
-            labels=dict({"managed-by": "rltui"} if labels is None else labels))
+            labels=dict({"managed-by": "rltui"} if labels is None else labels),
+            description=description)
 
     def seed_lustre_rule(self, *, description: str | None = None,
                          ports: tuple[str, ...] = ("988",)) -> None:
@@ -564,14 +590,17 @@ class FakeCloud:
             selector = {"ray.io/cluster": name, "ray.io/node-type": "head"}
             volumes = [{"name": "lustre-storage",
                         "persistentVolumeClaim": {"claimName": self.cfg.pvc_name}}]
+            gpu_nodes = sorted(n for (p, n), o in self.objects.items() if p == "nodes"
+                               and "cloud.google.com/gke-accelerator" in o["metadata"]["labels"])
             for i in range(self._workers(rc) + 1):
                 pod = f"{name}-head" if i == 0 else f"{name}-worker-{i}"
                 labels = selector if i == 0 else {"ray.io/cluster": name,
                                                   "ray.io/node-type": "worker"}
+                node = gpu_nodes[max(0, i - 1) % len(gpu_nodes)] if gpu_nodes else ""
                 self.objects[("pods", pod)] = {
                     "kind": "Pod", "metadata": {"name": pod, "namespace": "default",
                                                 "labels": dict(labels)},
-                    "spec": {"volumes": volumes,
+                    "spec": {"volumes": volumes, "nodeName": node,
                              "containers": [{"name": "ray", "ports": [
                                  {"containerPort": 8265, "name": "dashboard"}]}]},
                     "status": {"phase": "Running",
@@ -627,6 +656,11 @@ class FakeNetwork:
         await self.cloud.enter("network.subnetworks")
         return [s for s in self.cloud.subnets.values() if s.region == region
                 and (network is None or s.network.rsplit("/", 1)[-1] == network)]
+
+    async def subnetwork(self, region: str, name: str) -> Subnetwork | None:
+        await self.cloud.enter("network.subnetwork")
+        found = self.cloud.subnets.get(name)
+        return found if found is not None and found.region == region else None
 
     async def firewalls(self, network: str | None = None) -> list[Firewall]:
         await self.cloud.enter("network.firewalls")
@@ -709,7 +743,8 @@ class FakeNetwork:
 
     async def create_address(self, name: str, network: str, prefix_length: int = 24,
                              on_line: Line | None = None,
-                             labels: dict[str, str] | None = None) -> None:
+                             labels: dict[str, str] | None = None,
+                             description: str = "") -> None:
         await self.cloud.enter("network.create_address")
         c = self.cloud
         c.require_api("compute.googleapis.com")
@@ -722,7 +757,7 @@ class FakeNetwork:
         await c.work("create address")
         c.addresses.setdefault(name, Address(
             name, f"projects/{c.cfg.project_id}/global/networks/{network}", prefix_length,
-            labels=dict(labels or {})))
+            labels=dict(labels or {}), description=description))
         c.publish()
 
     async def delete_address(self, name: str, on_line: Line | None = None) -> None:
@@ -968,7 +1003,8 @@ class FakeLustre:
 
 class FakeKube:
     """rltui.cloud.kube.KubeAdapter's methods the steps call (plain dicts, Secrets redacted).
-    Unreachable while the cluster is not RUNNING, as a real API server is."""
+    Unreachable unless the cluster is RUNNING or RECONCILING (GKE's upgrades keep the regional
+    control plane answering)."""
 
     namespace = "default"
 
@@ -979,7 +1015,7 @@ class FakeKube:
     async def _enter(self, call: str) -> None:
         await self.cloud.enter(call)
         cluster = self.cloud.cluster
-        if cluster is None or cluster.status.name != "RUNNING":
+        if cluster is None or cluster.status.name not in ("RUNNING", "RECONCILING"):
             raise CloudError(f"{call}: connection problem: Cannot connect to host 10.0.0.2:443",
                              transient=True, code="ClientConnectorError")
         self.cloud.reconcile()
@@ -1019,6 +1055,18 @@ class FakeKube:
             if plural == k.plural and all(labels.get(a) == b for a, b in want.items()):
                 out.append(_redact(k, copy.deepcopy(obj)))
         return out
+
+    async def pods_everywhere(self, field_selector: str | None = None) -> list[dict]:
+        """KubeAdapter.pods_everywhere: the field selector `spec.nodeName=NODE` as the API
+        server applies it."""
+        await self._enter("kube.list_raw")
+        fields = dict(p.split("=", 1) for p in (field_selector or "").split(",") if p)
+        items = []
+        for (plural, _), obj in sorted(self.cloud.objects.items()):
+            spec = obj.get("spec") or {}
+            if plural == "pods" and all(spec.get(f.split(".", 1)[1]) == v for f, v in fields.items()):
+                items.append(copy.deepcopy(obj))
+        return items
 
     async def delete(self, kind: str, name: str, *, wait: bool = True, timeout_s: float = 300.0,
                      namespace: str | None = None) -> None:

@@ -108,7 +108,8 @@ async def test_a_project_with_nothing_says_nothing_was_deleted(tmp_path):
 
 async def test_a_network_xpk_did_not_make_is_never_deleted(tmp_path):
     """NETWORK_NAME names the user's own VPC: the networks' row is about xpk's blueprint only."""
-    ctx = fake_context(codelab_config(NETWORK_NAME="shared-vpc"), tmp_path)
+    ctx = fake_context(codelab_config(NETWORK_NAME="shared-vpc", DEVICE_TYPE="h100-80gb-8"),
+                       tmp_path)
     seed(ctx, ["enable_apis"])
     ctx.cloud.networks["shared-vpc"] = Network("shared-vpc")
     result, events = await _down(ctx)

@@ -140,11 +140,11 @@ async def test_what_was_made_by_hand_is_kept_with_the_command_to_delete_it(ctx):
     m = result.messages
     assert (result.states["xpk_cluster"], result.states["ip_range"],
             result.states["peering"], result.states["network_ready"]) == (S.SKIPPED,) * 4
-    assert m["ip_range"] == ("not rltui's (no managed-by=rltui label): left alone; to delete it"
-                             f" by hand: gcloud compute addresses delete"
+    assert m["ip_range"] == ("not rltui's (no managed-by=rltui label or description): left"
+                             " alone; to delete it by hand: gcloud compute addresses delete"
                              f" google-managed-services-{C}-net-0 --global --project={P} --quiet")
     assert m["peering"].startswith(f"not rltui's (it reserves google-managed-services-{C}-net-0,"
-                                   " not rltui's labelled range alone)")
+                                   " not rltui's marked range alone)")
     assert ("gcloud services vpc-peerings delete --service=servicenetworking.googleapis.com"
             f" --network={C}-net-0 --project={P} --quiet") in m["peering"]
     assert "not rltui's" in m["xpk_cluster"] and "not rltui's" in m["network_ready"]
@@ -209,7 +209,8 @@ async def test_kubernetes_objects_without_rltuis_label_are_kept(ctx):
     secret["metadata"]["labels"] = {}
     result, _ = await down(ctx, {"secret"})
     assert result.states["secret"] is S.SKIPPED
-    assert result.messages["secret"].endswith(f"kubectl delete secret {C}-job-secrets")
+    assert result.messages["secret"].endswith(f"kubectl delete secret {C}-job-secrets"
+                                              f" --context=gke_{P}_us-east1_{C}")
     assert ("secrets", f"{C}-job-secrets") in ctx.cloud.objects
 
 

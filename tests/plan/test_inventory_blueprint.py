@@ -93,10 +93,9 @@ async def test_another_rltui_clusters_routers_and_nat_ips_are_leaks(ctx):
     other = "old-run"
     from rltui.plan import xpkstate
 
-    # rltui ran xpk for it: its state is in rltui's folder for that cluster.
-    state = xpkstate.blueprint_file(ctx.xpk_dir.parent / other, P, R, other)
-    state.parent.mkdir(parents=True)
-    state.write_text(f"blueprint_name: {other}\n")
+    # rltui's xpk made it (recorded in rltui's folder for that cluster); the cluster is gone.
+    xpkstate.record_owned(ctx.xpk_dir.parent / other, P, R, other, "9" * 32,
+                          "2026-01-01T00:00:00Z")
     ctx.cloud.routers[f"{other}-net-0-router"] = Router(f"{other}-net-0-router",
                                                         f"x/networks/{other}-net-0", R)
     ctx.cloud.regional_addresses[f"{other}-net-1-nat-ips-{R}-0"] = RegionalAddress(

@@ -43,9 +43,11 @@ async def test_routers_nat_ips_firewall_rule_and_range_labels(tmp_path: Path) ->
         assert ips == [f"c-net-0-nat-ips-{REGION}-0", f"c-net-0-nat-ips-{REGION}-1"]
 
         await net.create_address("google-managed-services-c-net-0", "c-net-0", 24,
-                                 labels={"managed-by": "rltui"})
+                                 labels={"managed-by": "rltui"},
+                                 description="managed-by=rltui: peering range")
         made = await net.address("google-managed-services-c-net-0")
         assert dict(made.labels) == {"managed-by": "rltui"}
+        assert made.description == "managed-by=rltui: peering range"
         cidr = f"{made.address}/{made.prefix_length}"
 
         await net.create_firewall("c-net-0-allow-lustre-traffic", network="c-net-0",
@@ -64,3 +66,80 @@ async def test_routers_nat_ips_firewall_rule_and_range_labels(tmp_path: Path) ->
         await net.delete_firewall("c-net-0-allow-lustre-traffic")
         assert await net.routers(REGION) == [] and await net.regional_addresses(REGION) == []
         assert await net.firewall("c-net-0-allow-lustre-traffic") is None
+
+
+# ---- red-team review, item 7: a compute operation's wait is not cut by the start's retry -----
+
+class _Addresses:
+    """globalAddresses: the first insert starts operation-1; a second one is refused (409)."""
+
+    def __init__(self) -> None:
+        self.inserts = 0
+
+    def insert(self, **_: object) -> object:
+        from types import SimpleNamespace
+
+        from google.api_core import exceptions as gexc
+
+        self.inserts += 1
+        if self.inserts > 1:
+            raise gexc.Conflict("The resource 'google-managed-services-c-net-0' already exists")
+        return SimpleNamespace(name="operation-1")
+
+
+class _Operations:
+    """globalOperations.wait: RUNNING for `run_s`, then DONE (with `error`, if set)."""
+
+    def __init__(self, run_s: float, error: str = "") -> None:
+        import time
+
+        self.t0, self.run_s, self.error, self.waits = time.monotonic(), run_s, error, 0
+
+    def wait(self, **_: object) -> object:
+        import time
+
+        from google.cloud import compute_v1
+
+        self.waits += 1
+        time.sleep(0.05)
+        if time.monotonic() - self.t0 < self.run_s:
+            return compute_v1.Operation(name="operation-1",
+                                        status=compute_v1.Operation.Status.RUNNING)
+        error = {"errors": [{"code": "IP_SPACE_EXHAUSTED", "message": self.error}]}
+        return compute_v1.Operation(name="operation-1", status=compute_v1.Operation.Status.DONE,
+                                    error=error if self.error else None)
+
+
+def _short_retry(monkeypatch) -> None:
+    """The retry's per-attempt timeout, 60 s, made 0.2 s: an operation that runs longer than
+    that is what a 600 s wait meets."""
+    import functools
+
+    from rltui.cloud import network as network_module
+    from rltui.cloud.errors import retry
+
+    monkeypatch.setattr(network_module, "retry", functools.partial(retry, timeout_s=0.2))
+
+
+async def test_an_insert_is_sent_once_and_waited_for_past_the_retrys_timeout(monkeypatch):
+    _short_retry(monkeypatch)
+    addresses, ops = _Addresses(), _Operations(run_s=0.6)
+    net = NetworkAdapter(Endpoints(label="FAKE"), PROJECT)
+    net._clients.update(GlobalAddresses=addresses, GlobalOperations=ops)
+    await net.create_address("google-managed-services-c-net-0", "c-net-0", 24)
+    assert addresses.inserts == 1 and ops.waits >= 2
+
+
+async def test_an_operation_that_fails_late_is_reported_not_taken_for_done(monkeypatch):
+    import pytest
+
+    from rltui.cloud.errors import CloudError
+
+    _short_retry(monkeypatch)
+    addresses = _Addresses()
+    ops = _Operations(run_s=0.5, error="no free /24 left in the network's ranges")
+    net = NetworkAdapter(Endpoints(label="FAKE"), PROJECT)
+    net._clients.update(GlobalAddresses=addresses, GlobalOperations=ops)
+    with pytest.raises(CloudError, match="no free /24"):
+        await net.create_address("google-managed-services-c-net-0", "c-net-0", 24)
+    assert addresses.inserts == 1

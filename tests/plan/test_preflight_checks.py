@@ -261,7 +261,7 @@ async def test_a_name_taken_by_another_fails_and_rltuis_own_passes(box) -> None:
     got = await checks(box)
     net = got[f"name: VPC network {cfg.network}"]
     assert net.ok is False and net.detail == "taken by something rltui did not make"
-    assert "NETWORK_NAME" in net.fix
+    assert "CLUSTER_NAME" in net.fix   # b200-8: the network is xpk's <CLUSTER_NAME>-net-0
     lustre = got[f"name: Lustre instance {cfg.lustre_instance_id}"]
     assert lustre.ok is True and "made by rltui" in lustre.detail
     assert got[f"name: GKE cluster {cfg.cluster_name}"].ok is True

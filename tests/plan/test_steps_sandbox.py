@@ -86,7 +86,16 @@ async def test_a_fresh_project_goes_up_and_the_cluster_is_labelled_rltuis(built)
     cluster = await ctx.gke.get()
     assert cluster.resource_labels["managed-by"] == "rltui"
     assert xpkstate.has_state(ctx.xpk_dir, ctx.cfg.project_id, ctx.cfg.region, ctx.cfg.cluster_name)
+    # rltui's own xpk made it: recorded by GKE's unique id (red-team review, item 4)
+    rec = xpkstate.read_owned(ctx.xpk_dir, ctx.cfg.project_id, ctx.cfg.region, ctx.cfg.cluster_name)
+    assert rec is not None and rec.cluster_id == cluster.id != ""
+    assert rec.create_time == cluster.create_time
+    # the IP range is marked in its insert, the description kept by compute (item 8)
+    address = await ctx.network.address(ctx.cfg.address_name)
+    assert address.description.startswith("managed-by=rltui")
     assert await ctx.network.address("no-such-range") is None  # NotFound, not an error
+    assert (await ctx.network.subnetwork(ctx.cfg.region, f"{ctx.cfg.cluster_name}-sub-0")) is not None
+    assert await ctx.network.subnetwork(ctx.cfg.region, "no-such-subnet") is None
 
 
 async def test_the_kubernetes_client_is_built_as_for_gke(built):

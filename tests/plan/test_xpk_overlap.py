@@ -152,7 +152,8 @@ async def test_the_network_wait_ends_at_once_when_no_xpk_runs(ctx):
     assert time.monotonic() - t0 < 20
     assert result.states["network_ready"] is S.FAILED
     message = result.messages["network_ready"]
-    assert f"network {C}-net-0 does not exist and xpk is not running (its log: " in message
+    assert (f"subnetwork {C}-sub-0 of network {C}-net-0 does not exist and xpk is not"
+            " running (its log: ") in message
     assert str(ctx.xpk_dir / "rltui-xpk-create.log") in message
 
 

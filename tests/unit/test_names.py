@@ -59,7 +59,11 @@ def test_the_blueprints_names_are_the_contracts() -> None:
 def test_a_long_network_name_is_reported_on_network_name() -> None:
     net = "n" * 45
     lines = problems(NETWORK_NAME=net)
-    assert lines == [f"NETWORK_NAME: '{net}' is too long: rltui's IP range would be"
+    # b200-8's nodes are on <CLUSTER_NAME>-net-0 (config.py _network_problems): both at once
+    assert lines == [f"NETWORK_NAME: {net} is not ray-a4-gpu-spot-net-0, the network xpk puts"
+                     " b200-8 nodes on: Lustre on another network cannot be mounted from them"
+                     " (set NETWORK_NAME to ${CLUSTER_NAME}-net-0)",
+                     f"NETWORK_NAME: '{net}' is too long: rltui's IP range would be"
                      f" 'google-managed-services-{net}', 69 characters; Compute Engine names are at most"
                      " 63 characters (NETWORK_NAME at most 39 here)"]
 
