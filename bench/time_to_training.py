@@ -167,6 +167,28 @@ def _label(op: dict[str, Any]) -> str:
     return f"{op['kind']} {op['target'].rsplit('/', 1)[-1]}{key}"
 
 
+def _gap(op: dict[str, Any], cur: float, ops: list[dict[str, Any]]) -> list[tuple[str, float, float, str]]:
+    """The time between `op`'s end and `cur` that no sandbox operation explains. One piece of it
+    is rltui's own modelled wait, not real time: after the addon update, AddonsStep waits up to
+    DRIVER_WAIT_MIN reference minutes for the Lustre CSI driver to register on the nodes that
+    exist (rltui/plan/steps_addons.py) before it sets the GPU pool's upgrade settings; that
+    much of a gap that ends at that settings update (an UPDATE_CLUSTER on a node pool) is the
+    wait, the rest stays a gap."""
+    from rltui.plan.steps_addons import DRIVER_WAIT_MIN
+
+    start = op["end_ref_s"]
+    after = [o for o in ops if abs(o["start_ref_s"] - cur) < 1e-3]
+    waited = any(o["kind"] == "gke.update_cluster" and "/nodePools/" in o["target"] for o in after) \
+        and op["kind"] == "gke.update_cluster" and "/nodePools/" not in op["target"]
+    if not waited:
+        return [("(no sandbox operation)", start, cur, GAP)]
+    wait_end = min(cur, start + DRIVER_WAIT_MIN * 60.0)
+    out = [("rltui's wait for the Lustre CSI driver [DRIVER_WAIT_MIN]", start, wait_end, MODEL)]
+    if cur - wait_end > 1e-3:
+        out.append(("(no sandbox operation)", wait_end, cur, GAP))
+    return list(reversed(out))
+
+
 def critical_path(ops: list[dict[str, Any]], t0: float,
                   t1: float) -> list[tuple[str, float, float, str]]:
     """(label, start, end, what) in reference seconds, first to last, `what` one of MODEL (an
@@ -184,7 +206,7 @@ def critical_path(ops: list[dict[str, Any]], t0: float,
             break
         op = max(before, key=lambda o: (o["end_ref_s"], o["end_ref_s"] - o["start_ref_s"]))
         if cur - op["end_ref_s"] > 1e-3:
-            path.append(("(no sandbox operation)", op["end_ref_s"], cur, GAP))
+            path += _gap(op, cur, done)
         if op.get("real"):
             beside = [o for o in before if not o.get("real") and o["end_ref_s"] > op["start_ref_s"]]
             if beside:   # e.g. the head's pod_start beside its real Ray head: only the excess is real
