@@ -1233,3 +1233,35 @@ __all__ = [
     "plan_xpk",
     "seed",
 ]
+
+
+def b200_config(project: str, region: str = "us-east1", **more: str) -> Any:
+    """The codelab's env.sh for a B200 cluster of two nodes in `project` (the plan tests' own)."""
+    from rltui.config import parse_config
+
+    return parse_config({
+        "PROJECT_ID": project, "ZONE": f"{region}-b", "REGION": region, "CLUSTER_NAME": "ray-a4-gpu-spot",
+        "LUSTRE_INSTANCE_ID": "rl-demo-gpu-lustre", "LUSTRE_CAPACITY": "9000",
+        "HF_TOKEN": "hf_FAKEtokenDoNotShow0123456789", "NUM_NODES": "2", "GPUS_PER_NODE": "8",
+        "DEVICE_TYPE": "b200-8", **more})
+
+
+def quick_retry(seed: int, attempts: int = 4) -> Any:
+    """A RetryPolicy whose waits are milliseconds, seeded."""
+    import random
+
+    from rltui.plan import RetryPolicy
+
+    return RetryPolicy(attempts=attempts, base_s=0.002, cap_s=0.01, rng=random.Random(seed))
+
+
+def inventory_context(config: Any, tmp_path: Any, monkeypatch: Any) -> Any:
+    """A fake context for rltui/plan/inventory.py: no ADC token is fetched (the fake
+    Kubernetes needs none)."""
+    from rltui.plan import inventory
+
+    async def no_token(ctx: Any) -> None:
+        return None
+
+    monkeypatch.setattr(inventory, "_fresh_credentials", no_token)
+    return fake_context(config, tmp_path)

@@ -18,7 +18,7 @@ from rltui.cloud.errors import CloudError
 from rltui.config import RLConfig, parse_config
 from rltui.plan import RetryPolicy, Runner, StepState
 from rltui.plan.steps import STEP_TYPES, build_plan
-from tests.plan.fakes import FakeContext, fake_context, seed
+from tests.plan.fakes import b200_config, quick_retry, FakeContext, fake_context, seed
 
 S = StepState
 C = "ray-a4-gpu-spot"
@@ -26,11 +26,7 @@ P = "down-soft-proj"
 
 
 def codelab_config() -> RLConfig:
-    return parse_config({
-        "PROJECT_ID": P, "ZONE": "us-east1-b", "REGION": "us-east1", "CLUSTER_NAME": C,
-        "LUSTRE_INSTANCE_ID": "rl-demo-gpu-lustre", "LUSTRE_CAPACITY": "9000",
-        "HF_TOKEN": "hf_FAKEtokenDoNotShow0123456789", "NUM_NODES": "2", "GPUS_PER_NODE": "8",
-        "DEVICE_TYPE": "b200-8"})
+    return b200_config(P)
 
 
 @pytest.fixture
@@ -39,7 +35,7 @@ def ctx(tmp_path) -> FakeContext:
 
 
 def retry() -> RetryPolicy:
-    return RetryPolicy(attempts=3, base_s=0.002, cap_s=0.01, rng=random.Random(5))
+    return quick_retry(5, 3)
 
 
 async def down(ctx: FakeContext, targets: set[str] | None = None):

@@ -11,27 +11,19 @@ from google.cloud import container_v1
 from rltui.config import RLConfig, parse_config
 from rltui.plan import inventory
 from rltui.plan.steps import STEP_TYPES
-from tests.plan.fakes import FakeContext, fake_context, seed
+from tests.plan.fakes import inventory_context, b200_config, quick_retry, FakeContext, fake_context, seed
 
 C, P, R = "ray-a4-gpu-spot", "inv-nodes-proj", "us-east1"
 POOL = f"a4-highgpu-8g-{C}-a4-pool"
 
 
 def codelab_config() -> RLConfig:
-    return parse_config({
-        "PROJECT_ID": P, "ZONE": "us-east1-b", "REGION": R, "CLUSTER_NAME": C,
-        "LUSTRE_INSTANCE_ID": "rl-demo-gpu-lustre", "LUSTRE_CAPACITY": "9000",
-        "HF_TOKEN": "hf_FAKEtokenDoNotShow0123456789", "NUM_NODES": "2", "GPUS_PER_NODE": "8",
-        "DEVICE_TYPE": "b200-8"})
+    return b200_config(P)
 
 
 @pytest.fixture
 def ctx(tmp_path, monkeypatch) -> FakeContext:
-    async def no_token(ctx):   # the fake Kubernetes needs none; ADC is not asked for
-        return None
-
-    monkeypatch.setattr(inventory, "_fresh_credentials", no_token)
-    return fake_context(codelab_config(), tmp_path)
+    return inventory_context(codelab_config(), tmp_path, monkeypatch)
 
 
 def the(resources, kind: str, name: str) -> inventory.Resource:

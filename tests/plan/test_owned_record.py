@@ -21,7 +21,7 @@ from rltui.config import RLConfig, parse_config
 from rltui.plan import RetryPolicy, Runner, StepOutput, StepState, TransientError, inventory
 from rltui.plan import xpkstate
 from rltui.plan.steps import STEP_TYPES, build_plan
-from tests.plan.fakes import FakeContext, fake_context, plan_xpk, seed
+from tests.plan.fakes import inventory_context, b200_config, quick_retry, FakeContext, fake_context, plan_xpk, seed
 
 S = StepState
 C = "ray-a4-gpu-spot"
@@ -32,24 +32,16 @@ TAKEN = "ERROR: googleapi: Error 409: Already exists: projects/p/locations/us-ea
 
 
 def codelab_config() -> RLConfig:
-    return parse_config({
-        "PROJECT_ID": P, "ZONE": "us-east1-b", "REGION": R, "CLUSTER_NAME": C,
-        "LUSTRE_INSTANCE_ID": "rl-demo-gpu-lustre", "LUSTRE_CAPACITY": "9000",
-        "HF_TOKEN": "hf_FAKEtokenDoNotShow0123456789", "NUM_NODES": "2", "GPUS_PER_NODE": "8",
-        "DEVICE_TYPE": "b200-8"})
+    return b200_config(P)
 
 
 @pytest.fixture
 def ctx(tmp_path, monkeypatch) -> FakeContext:
-    async def no_token(ctx):   # the fake Kubernetes needs none; ADC is not asked for
-        return None
-
-    monkeypatch.setattr(inventory, "_fresh_credentials", no_token)
-    return fake_context(codelab_config(), tmp_path)
+    return inventory_context(codelab_config(), tmp_path, monkeypatch)
 
 
 def retry() -> RetryPolicy:
-    return RetryPolicy(attempts=4, base_s=0.002, cap_s=0.01, rng=random.Random(3))
+    return quick_retry(3, 4)
 
 
 def step(ctx: FakeContext, name: str):

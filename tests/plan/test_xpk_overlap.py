@@ -19,7 +19,7 @@ from rltui.cloud.errors import CloudError
 from rltui.config import RLConfig, parse_config
 from rltui.plan import RetryPolicy, Runner, StepOutput, StepState, TransientError
 from rltui.plan.steps import STEP_TYPES, CredentialsStep, NetworkReadyStep, build_plan
-from tests.plan.fakes import LUSTRE_DRIVER, FakeContext, fake_context, plan_xpk, seed
+from tests.plan.fakes import b200_config, quick_retry, LUSTRE_DRIVER, FakeContext, fake_context, plan_xpk, seed
 
 S = StepState
 C = "ray-a4-gpu-spot"
@@ -40,7 +40,7 @@ def ctx(tmp_path) -> FakeContext:
 
 
 def retry() -> RetryPolicy:
-    return RetryPolicy(attempts=4, base_s=0.002, cap_s=0.01, rng=random.Random(11))
+    return quick_retry(11, 4)
 
 
 def step(ctx: FakeContext, name: str):
