@@ -203,3 +203,42 @@ def test_container_describe_update_credentials(sbx) -> None:
     calls = json.dumps(record)
     for name in ("container:locations.clusters.update", "lustre:instances.create", "serviceusage:services.batchEnable"):
         assert name in calls
+
+
+# ---- Cloud Routers, Cloud NAT and regional addresses (xpk's blueprint makes them) -----------------
+# create, list (aggregated and --regions), describe, `routers nats create` (a routers.patch), the
+# refusal while a NAT uses an address, and gcloud's user agent on the recorded operations.
+
+ROUTERS_PROJECT = "gcloud-routers"
+
+
+def test_gcloud_makes_a_router_with_a_nat_over_a_regional_address(sbx) -> None:
+    status, env = sbx
+    env = {**env, "CLOUDSDK_CORE_PROJECT": ROUTERS_PROJECT}   # a project of its own
+    gcloud(env, "services", "enable", "compute.googleapis.com")
+    gcloud(env, "compute", "networks", "create", "c1-net-0", "--subnet-mode=custom", "--mtu=8896")
+    gcloud(env, "compute", "addresses", "create", "c1-net-0-nat-ips-0", f"--region={REGION}")
+    gcloud(env, "compute", "routers", "create", "c1-net-0-router", "--network=c1-net-0", f"--region={REGION}")
+    gcloud(env, "compute", "routers", "nats", "create", f"cloud-nat-{REGION}", "--router=c1-net-0-router",
+           f"--region={REGION}", "--nat-external-ip-pool=c1-net-0-nat-ips-0", "--nat-all-subnet-ip-ranges")
+
+    listed = json.loads(gcloud(env, "compute", "addresses", "list", "--format=json").stdout)
+    assert [(a["name"], a["status"], a["addressType"]) for a in listed] == \
+        [("c1-net-0-nat-ips-0", "IN_USE", "EXTERNAL")]
+    assert listed[0]["users"] == [f"https://www.googleapis.com/compute/v1/projects/{ROUTERS_PROJECT}/regions/{REGION}"
+                                  "/routers/c1-net-0-router"]
+    regional = gcloud(env, "compute", "routers", "list", f"--regions={REGION}", "--format=value(name)")
+    assert regional.stdout.split() == ["c1-net-0-router"]
+    router = json.loads(gcloud(env, "compute", "routers", "describe", "c1-net-0-router", f"--region={REGION}",
+                               "--format=json").stdout)
+    assert [n["name"] for n in router["nats"]] == [f"cloud-nat-{REGION}"]
+    assert router["nats"][0]["natIps"][0].endswith(f"/regions/{REGION}/addresses/c1-net-0-nat-ips-0")
+
+    refused = gcloud(env, "compute", "addresses", "delete", "c1-net-0-nat-ips-0", f"--region={REGION}", "--quiet",
+                     ok=False)
+    assert refused.returncode == 1 and "is already being used by" in refused.stderr
+
+    record = json.loads(urllib.request.urlopen(status.info["kube_api"] + "/_sandbox/record", timeout=10).read())
+    ops = {o["kind"]: o for o in record["operations"]}
+    assert "command/gcloud.compute.addresses.create" in ops["compute.addresses.insert"]["agent"]
+    assert ops["compute.routers.patch"]["agent"].startswith("google-cloud-sdk gcloud/")
