@@ -58,15 +58,53 @@ class Derived:
         return len(self.name) - self.limit
 
 
-def _hash5(text: str) -> str:
-    """xpk's utils/objects.py hash_string(text, 5): the SHA-256 as a number, its last five
-    base-36 digits (0-9a-z), zero-padded (reimplemented from the algorithm)."""
+def hash_string(text: str, length: int) -> str:
+    """xpk's utils/objects.py hash_string: the sha256 as a number, its last `length` base-36
+    digits (0-9a-z), zero-padded."""
     value = int(hashlib.sha256(text.encode()).hexdigest(), 16)
     digits = ""
-    while value > 0 and len(digits) < 5:
+    while value > 0 and len(digits) < length:
         value, index = divmod(value, 36)
         digits = "0123456789abcdefghijklmnopqrstuvwxyz"[index] + digits
-    return digits.zfill(5)
+    return digits.zfill(length).lower()
+
+
+def unique_name(project: str, region: str, cluster: str) -> str:
+    """xpk's deployment name `<c>-<h5>` (commands/cluster_gcluster.py get_unique_name)."""
+    return f"{cluster}-{hash_string(f'{project}-{region}-{cluster}'.lower(), 5)}"
+
+
+@dataclass(frozen=True)
+class BlueprintNames:
+    networks: tuple[str, ...]
+    subnets: tuple[str, ...]
+    firewalls: tuple[str, ...]
+    routers: tuple[str, ...] = ()      # in the cluster's region; each with NAT `nat`
+    nat_ips: tuple[str, ...] = ()      # regional external addresses, same region
+    nat: str = ""
+
+    def all(self) -> tuple[str, ...]:
+        return (*self.routers, *self.nat_ips, *self.firewalls, *self.subnets, *self.networks)
+
+
+VPC_NETWORKS = ("net-0", "net-1")    # the two modules/network/vpc networks of the blueprint
+IPS_PER_NAT = 2                      # modules/network/vpc variables.tf ips_per_nat default
+
+
+def blueprint_names(cluster: str, region: str = "") -> BlueprintNames:
+    """Every name the a4 blueprint gives (the routers and NAT IPs need the region)."""
+    vpcs = [f"{cluster}-{n}" for n in VPC_NETWORKS]
+    return BlueprintNames(
+        networks=(f"{cluster}-net-0", f"{cluster}-net-1", f"{cluster}-rdma-net"),
+        subnets=(f"{cluster}-sub-0", f"{cluster}-sub-1",
+                 *(f"{cluster}-rdma-sub-{i}" for i in range(RDMA_SUBNETS))),
+        firewalls=(f"{cluster}-internal-0", f"{cluster}-internal-1",
+                   *(f"{net}-fw-allow-{what}" for net in vpcs
+                     for what in ("internal-traffic", "iap-ingress"))),
+        routers=tuple(f"{net}-router" for net in vpcs) if region else (),
+        nat_ips=tuple(f"{net}-nat-ips-{region}-{i}" for net in vpcs
+                      for i in range(IPS_PER_NAT)) if region else (),
+        nat=f"cloud-nat-{region}" if region else "")
 
 
 def derived_names(project: str, region: str, cluster: str, network: str,
@@ -78,24 +116,15 @@ def derived_names(project: str, region: str, cluster: str, network: str,
     machine = TOOLKIT_MACHINE_TYPES.get(device_type)
     if machine is None:
         return out
-    c = cluster
-    out.append(Derived("xpk's GPU node pool", f"{machine}-{c}-a4-pool", GKE_POOL_MAX,
+    names = blueprint_names(cluster, region)
+    out.append(Derived("xpk's GPU node pool", f"{machine}-{cluster}-a4-pool", GKE_POOL_MAX,
                        "GKE node pool names are at most 40 characters"))
-    for i in (0, 1):
-        net = f"{c}-net-{i}"
-        out += [Derived("xpk's network", net, GCE_NAME_MAX, gce),
-                Derived("xpk's subnet", f"{c}-sub-{i}", GCE_NAME_MAX, gce),
-                Derived("xpk's firewall rule", f"{c}-internal-{i}", GCE_NAME_MAX, gce),
-                Derived("xpk's firewall rule", f"{net}-fw-allow-internal-traffic", GCE_NAME_MAX, gce),
-                Derived("xpk's firewall rule", f"{net}-fw-allow-iap-ingress", GCE_NAME_MAX, gce),
-                Derived("xpk's Cloud Router", f"{net}-router", GCE_NAME_MAX, gce),
-                *(Derived(f"xpk's NAT IP (in {region})", f"{net}-nat-ips-{region}-{k}", GCE_NAME_MAX, gce)
-                  for k in (0, 1))]
-    out.append(Derived("xpk's network", f"{c}-rdma-net", GCE_NAME_MAX, gce))
-    out += [Derived("xpk's subnet", f"{c}-rdma-sub-{k}", GCE_NAME_MAX, gce) for k in range(RDMA_SUBNETS)]
-    deployment = f"{c}-{_hash5(f'{project}-{region}-{c}'.lower())}"
-    out.append(Derived("the blueprint's label ghpc_deployment", deployment, LABEL_VALUE_MAX,
-                       "label values are at most 63 characters"))
+    for what, group in (("xpk's network", names.networks), ("xpk's subnet", names.subnets),
+                        ("xpk's firewall rule", names.firewalls), ("xpk's Cloud Router", names.routers),
+                        (f"xpk's NAT IP (in {region})", names.nat_ips)):
+        out += [Derived(what, name, GCE_NAME_MAX, gce) for name in group]
+    out.append(Derived("the blueprint's label ghpc_deployment", unique_name(project, region, cluster),
+                       LABEL_VALUE_MAX, "label values are at most 63 characters"))
     return out
 
 

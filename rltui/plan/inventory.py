@@ -23,6 +23,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..names import blueprint_names
 from .. import manifests
 from . import leftovers, xpkstate
 from .context import Context
@@ -148,7 +149,7 @@ async def _gather(ctx: Context, *, with_job: bool
     finally:
         for call in (cluster_call, creds_call):
             _drop(call)
-    blueprint = xpkstate.blueprint_names(cfg.cluster_name, region)
+    blueprint = blueprint_names(cfg.cluster_name, region)
     left = leftovers.select(blueprint, routers, nat_ips, firewalls, subnets,
                             [n for n in networks if n.name in blueprint.networks])
     ours = cluster_is_rltuis(ctx, cfg.cluster_name, cluster, left)

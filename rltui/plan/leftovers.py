@@ -16,6 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
 
+from ..names import BlueprintNames, blueprint_names
 from . import xpkstate
 from .context import Context
 
@@ -36,7 +37,7 @@ class Leftovers:
         return bool(self.names())
 
 
-def select(names: xpkstate.BlueprintNames, routers: list[Any], addresses: list[Any],
+def select(names: BlueprintNames, routers: list[Any], addresses: list[Any],
            firewalls: list[Any], subnets: list[Any], networks: list[Any]) -> Leftovers:
     """The blueprint's own among the project's lists (by name only)."""
     def pick(items: list[Any], wanted: tuple[str, ...]) -> list[Any]:
@@ -49,7 +50,7 @@ def select(names: xpkstate.BlueprintNames, routers: list[Any], addresses: list[A
 
 async def find(ctx: Context, cluster: str | None = None) -> Leftovers:
     region = ctx.cfg.region
-    names = xpkstate.blueprint_names(cluster or ctx.cfg.cluster_name, region)
+    names = blueprint_names(cluster or ctx.cfg.cluster_name, region)
     lists = await asyncio.gather(ctx.network.routers(region),
                                  ctx.network.regional_addresses(region),
                                  ctx.network.firewalls(), ctx.network.subnetworks(region),

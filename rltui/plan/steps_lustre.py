@@ -9,6 +9,7 @@ from shlex import join
 from typing import Any
 
 from ..cloud.errors import CloudError
+from ..names import BlueprintNames, blueprint_names
 from . import xpkstate
 from .context import Context
 from .ownership import (MANAGED_BY, RULE_MARK, address_marked, hand_delete, lustre_rule_name,
@@ -53,8 +54,8 @@ class NetworkReadyStep(ContextStep):
         self.destroy_expected_s = k8s if XpkClusterStep(ctx).has_xpk_state(ctx) else max(
             ctx.expected("xpk_delete") - ctx.expected("gke_cluster_delete"), k8s)
 
-    def _names(self) -> xpkstate.BlueprintNames:
-        return xpkstate.blueprint_names(self.cfg.cluster_name, self.cfg.region)
+    def _names(self) -> BlueprintNames:
+        return blueprint_names(self.cfg.cluster_name, self.cfg.region)
 
     def down_title(self) -> str:
         n = self._names().networks
@@ -298,7 +299,7 @@ class PeeringStep(ContextStep):
         if on_it:
             return (f"Lustre instance {', '.join(on_it)} is on {c.network}: removing the"
                     " peering from the network would cut it off")
-        if c.network != xpkstate.blueprint_names(c.cluster_name).networks[0]:
+        if c.network != blueprint_names(c.cluster_name).networks[0]:
             return (f"{c.network} is not xpk's network of cluster {c.cluster_name}: removing the"
                     " peering from it could cut off other services on it")
         cluster = await ctx.gke.get()

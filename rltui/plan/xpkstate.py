@@ -34,30 +34,14 @@ blueprint's `is_file` and the record's read, write and removal.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-_CHARSET = "0123456789abcdefghijklmnopqrstuvwxyz"
-RDMA_SUBNETS = 8
-
-
-def hash_string(text: str, length: int) -> str:
-    """xpk's utils/objects.py hash_string: the sha256 as a number, its last `length` base-36
-    digits (0-9a-z), zero-padded."""
-    value = int(hashlib.sha256(text.encode()).hexdigest(), 16)
-    digits = ""
-    while value > 0 and len(digits) < length:
-        value, index = divmod(value, 36)
-        digits = _CHARSET[index] + digits
-    return digits.zfill(length).lower()
-
-
-def unique_name(project: str, region: str, cluster: str) -> str:
-    return f"{cluster}-{hash_string(f'{project}-{region}-{cluster}'.lower(), 5)}"
-
+# The blueprint's names and xpk's deployment name are core knowledge (the limits on them are
+# checked before anything runs): rltui/names.py.
+from ..names import unique_name
 
 def blueprint_file(xpk_dir: Path, project: str, region: str, cluster: str) -> Path:
     prefix = f"{project}-{region}".lower()
@@ -157,36 +141,3 @@ def epoch(rfc3339: str) -> float:
         return 0.0
     stamp = datetime.datetime.fromisoformat(m[1] + (m[3] or "Z").replace("Z", "+00:00"))
     return stamp.timestamp() + float(m[2] or 0)
-
-
-@dataclass(frozen=True)
-class BlueprintNames:
-    networks: tuple[str, ...]
-    subnets: tuple[str, ...]
-    firewalls: tuple[str, ...]
-    routers: tuple[str, ...] = ()      # in the cluster's region; each with NAT `nat`
-    nat_ips: tuple[str, ...] = ()      # regional external addresses, same region
-    nat: str = ""
-
-    def all(self) -> tuple[str, ...]:
-        return (*self.routers, *self.nat_ips, *self.firewalls, *self.subnets, *self.networks)
-
-
-VPC_NETWORKS = ("net-0", "net-1")    # the two modules/network/vpc networks of the blueprint
-IPS_PER_NAT = 2                      # modules/network/vpc variables.tf ips_per_nat default
-
-
-def blueprint_names(cluster: str, region: str = "") -> BlueprintNames:
-    """Every name the a4 blueprint gives (the routers and NAT IPs need the region)."""
-    vpcs = [f"{cluster}-{n}" for n in VPC_NETWORKS]
-    return BlueprintNames(
-        networks=(f"{cluster}-net-0", f"{cluster}-net-1", f"{cluster}-rdma-net"),
-        subnets=(f"{cluster}-sub-0", f"{cluster}-sub-1",
-                 *(f"{cluster}-rdma-sub-{i}" for i in range(RDMA_SUBNETS))),
-        firewalls=(f"{cluster}-internal-0", f"{cluster}-internal-1",
-                   *(f"{net}-fw-allow-{what}" for net in vpcs
-                     for what in ("internal-traffic", "iap-ingress"))),
-        routers=tuple(f"{net}-router" for net in vpcs) if region else (),
-        nat_ips=tuple(f"{net}-nat-ips-{region}-{i}" for net in vpcs
-                      for i in range(IPS_PER_NAT)) if region else (),
-        nat=f"cloud-nat-{region}" if region else "")

@@ -326,9 +326,9 @@ class FakeCloud:
     def held_networks(self) -> list[str]:
         """Networks a peering, an address or a firewall rule the blueprint does not know still
         uses (compute refuses to delete them, and so xpk's Terraform fails)."""
-        from rltui.plan import xpkstate
+        from rltui.names import blueprint_names
 
-        own = set(xpkstate.blueprint_names(self.cfg.cluster_name, self.cfg.region).firewalls)
+        own = set(blueprint_names(self.cfg.cluster_name, self.cfg.region).firewalls)
         used = {a.network.rsplit("/", 1)[-1] for a in self.addresses.values()} | set(self.peerings)
         used |= {f.network.rsplit("/", 1)[-1] for f in self.firewall_rules.values()
                  if f.name not in own}

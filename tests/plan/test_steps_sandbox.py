@@ -16,6 +16,7 @@ import pytest_asyncio
 from rltui.cloud.endpoints import Endpoints
 from rltui.config import parse_config
 from rltui.envfile import EnvFile
+from rltui.names import blueprint_names
 from rltui.plan import RetryPolicy, Runner, StepState, xpkstate
 from rltui.plan.context import Context
 from rltui.plan.steps import build_plan
@@ -199,7 +200,7 @@ async def test_down_deletes_an_owned_cluster_whose_xpk_state_is_lost(built):
     assert result.messages["xpk_cluster"] == "deleted through the GKE API (xpk's state was lost)"
     assert result.messages["network_ready"] == "deleted by rltui, by the blueprint's names"
     assert await ctx.gke.get() is None
-    names = xpkstate.blueprint_names(ctx.cfg.cluster_name, ctx.cfg.region)
+    names = blueprint_names(ctx.cfg.cluster_name, ctx.cfg.region)
     assert not {n.name for n in await ctx.network.networks()} & set(names.networks)
     assert not {f.name for f in await ctx.network.firewalls()} & set(names.firewalls)
     assert not [s for s in await ctx.network.subnetworks(ctx.cfg.region)

@@ -11,6 +11,7 @@ import pytest
 
 from rltui.config import parse_config
 from rltui.envfile import EnvFile
+from rltui import names
 from rltui.plan import xpkstate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -52,4 +53,4 @@ def test_the_state_path_is_xpks_own_hash():
     assert path.parent == Path("/s/xpkclusters/blueprints/team-rl-sandbox-42-us-east1")
     name = path.name.removesuffix(".yaml")
     assert name.startswith("ray-a4-gpu-spot-") and len(name.rsplit("-", 1)[1]) == 5
-    assert xpkstate.hash_string("my-proj-us-east1-ray-a4-gpu-spot", 5) == "w4ej6"  # xpk's own output
+    assert names.hash_string("my-proj-us-east1-ray-a4-gpu-spot", 5) == "w4ej6"  # xpk's own output
