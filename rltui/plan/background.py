@@ -56,9 +56,8 @@ async def stop_background(ctx: Context, out: Callable[[str], Any]) -> Background
     """Before a teardown: stop a detached create (by PID, while it is still that process). A
     detached delete is what the teardown wants: it is left running and the teardown's xpk step
     re-attaches to it. Returns what was running, if anything."""
-    from ..cloud.detached import Detached
 
-    tool = Detached(ctx.xpk_dir, "xpk", ctx.endpoints.time_scale)  # stop's bounds scale with it
+    tool = ctx.xpk()   # stop's bounds scale with the cloud's clock
     rec = tool.live()
     if rec is None:
         return None

@@ -12,6 +12,7 @@ from ..latency import reference_seconds
 from .folders import runs_subdir, state_root, xpk_subdir
 
 if TYPE_CHECKING:
+    from ..cloud.detached import Detached
     from ..cloud.endpoints import Endpoints
     from ..cloud.gke import GkeAdapter
     from ..cloud.kube import KubeAdapter
@@ -41,6 +42,13 @@ class Context:
     def xpk_dir(self) -> Path:
         """One fixed folder per cluster: `xpk cluster delete` finds its networks only here."""
         return self.root / xpk_subdir(self.cfg.project_id, self.cfg.cluster_name)
+
+    def xpk(self) -> Detached:
+        """xpk's detached runs in `xpk_dir` (cloud/detached.py), its stop bounded on this
+        cloud's clock (a sandbox runs faster)."""
+        from ..cloud.detached import Detached
+
+        return Detached(self.xpk_dir, "xpk", self.endpoints.time_scale)
 
     @property
     def run_dir(self) -> Path:

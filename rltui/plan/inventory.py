@@ -164,8 +164,7 @@ async def _gather(ctx: Context, *, with_job: bool
     for name in blueprint.networks:
         out.append(_owned(cfg, Resource("VPC network", name,
                                         "present" if name in names else "absent", ours)))
-    out += _blueprint(cfg, leftovers.select(blueprint, routers, nat_ips, firewalls, subnets, []),
-                      ours)
+    out += _blueprint(cfg, left, ours)   # the networks are listed above
     address_ours = address_marked(address)
     out.append(_owned(cfg, Resource(
         "IP range", cfg.address_name, "present" if address else "absent", address_ours,

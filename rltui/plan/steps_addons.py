@@ -234,12 +234,10 @@ class AddonsStep(ContextStep):
             await asyncio.sleep(max(0.05, min(2.0, ctx.expected("k8s_apply") / 10)))
 
     async def probe(self, ctx: Context) -> Probe:
-        from ..cloud.detached import Detached
-
         cluster = await ctx.gke.get()
         if cluster is None:
             return Probe(exists=False)
-        live = Detached(ctx.xpk_dir, "xpk").live()
+        live = ctx.xpk().live()
         if live is not None:
             # A re-apply turns the addons off: whatever they are now, apply waits for xpk.
             return Probe(exists=True, ready=False, detail=f"{live.describe()} runs: the addons"

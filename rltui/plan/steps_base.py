@@ -28,9 +28,7 @@ class XpkWatch:
     a run that started during the wait has ended, or, when none was seen, after `grace`."""
 
     def __init__(self, ctx: Context) -> None:
-        from ..cloud.detached import Detached
-
-        self.tool = Detached(ctx.xpk_dir, "xpk")
+        self.tool = ctx.xpk()
         self.t0 = time.time()
         # Five reference k8s_apply (a minute against Google), at least 3 real seconds: room
         # for xpk_cluster's own first call before it starts xpk.
@@ -135,9 +133,7 @@ class ContextStep(Step):
         XpkClusterStep stops an xpk of its own), Transient: the step's next try waits again."""
         import asyncio
 
-        from ..cloud.detached import Detached
-
-        tool = Detached(ctx.xpk_dir, "xpk")
+        tool = ctx.xpk()
         loop = asyncio.get_running_loop()
         reference = ctx.expected("xpk_done")
         deadline = loop.time() + max(3 * reference, 60.0)

@@ -191,9 +191,7 @@ class XpkClusterStep(ContextStep):
         return gpu_pool_built(cluster, self.cfg)
 
     def _detached(self) -> Detached:
-        from ..cloud.detached import Detached
-
-        return Detached(self.ctx.xpk_dir, "xpk")
+        return self.ctx.xpk()
 
     async def _xpk(self, verb: str, out: StepOutput, expected_s: float) -> Outcome:
         """Run `xpk cluster <verb>` detached (cloud/detached.py): it outlives rltui, and a live
