@@ -199,15 +199,13 @@ async def _follow(ctx: Context, job: str | None, write: Callable[[str], None]) -
 
 async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
                  out: Callable[[str], None] = print) -> int:
-    from .cloud.billing import cached_prices
-    from .plan.folders import cache_dir
-    from .plan.inventory import collect_with_job
+    from .plan.inventory import collect_with_job, prices
 
     ctx = Context(cfg, endpoints)
     try:
         # The prices (a day's cache, whole or partial, else the catalog: cloud/billing.py
         # cached_prices) are read while the cloud is asked.
-        price_call = asyncio.ensure_future(cached_prices(endpoints, cfg, cache_dir(ctx.root)))
+        price_call = asyncio.ensure_future(prices(ctx))
         try:
             # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
             resources, job = await collect_with_job(ctx)

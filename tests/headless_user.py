@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 DATA = Path(__file__).parent / "data"
 CLUSTER, REGION, ZONE = "ray-a4-gpu-spot", "us-east1", "us-east1-b"
@@ -98,6 +99,29 @@ def make_user(home: Path, project: str, sandbox_dir: Path, status: dict[str, Any
         'PROJECT_ID="', f'PROJECT_ID="{project}" # was: "', 1))
     env_sh.chmod(0o600)
     return User(home, project, sandbox_dir, status)
+
+
+# The API methods that change something (a call counter's name containing one of these).
+WRITES = (".insert", ".create", "Create", ".delete", "Delete", ".enable", "Enable", ".update", "Update",
+          "addPeering", "connections.create", "setLabels", "SetLabels")
+
+
+def writes(rec: dict[str, Any]) -> dict[str, int]:
+    """The record's call counters of methods that change something."""
+    return {k: v for k, v in rec["calls"].items() if any(w in k for w in WRITES)}
+
+
+@contextmanager
+def private_sandbox(root: Path, **start: Any) -> Iterator[dict[str, Any]]:
+    """A sandbox daemon of a test module's own (rltui.sandbox.manage.start's options), its
+    status while it runs; stopped after."""
+    from rltui.sandbox import manage
+
+    status = manage.start(root=root, **start)
+    try:
+        yield dict(status.info)
+    finally:
+        manage.stop(root)
 
 
 def record(status: dict[str, Any]) -> dict[str, Any]:

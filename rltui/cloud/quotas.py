@@ -227,10 +227,6 @@ class QuotaAdapter:
             _family_quota([i for i in infos if _is_standard(i) and not _is_preemptible(i)],
                           region, family))
 
-    async def preemptible_gpus(self, region: str, family: str) -> FamilyQuota:
-        """The Spot GPU quota of `family` in `region` (Cloud Quotas; see the module docstring)."""
-        return (await self.gpu_family_quotas(region, family)).preemptible
-
     def close(self) -> None:
         if self._session is not None:
             self._session.close()

@@ -26,27 +26,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from rltui.sandbox import manage
-from tests.headless_user import record
+from tests import headless_user
+from tests.headless_user import writes, record
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-WRITES = (".insert", ".create", "Create", ".delete", "Delete", ".enable", "Enable", ".update",
-          "Update", "addPeering", "connections.create", "setLabels", "SetLabels")
-
 
 @pytest.fixture(scope="module")
 def private_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("sandbox-no-xpk")
-    status = manage.start(speed=300.0, root=root)
-    try:
-        yield root, status.info
-    finally:
-        manage.stop(root)
-
-
-def _writes(rec: dict[str, Any]) -> dict[str, int]:
-    return {k: v for k, v in rec["calls"].items() if any(w in k for w in WRITES)}
+    with headless_user.private_sandbox(root, speed=300.0) as status:
+        yield root, status
 
 
 def test_up_without_xpk_exits_at_once_naming_it_and_creates_nothing(private_sandbox, tmp_path):
@@ -79,7 +69,7 @@ def test_up_without_xpk_exits_at_once_naming_it_and_creates_nothing(private_sand
     assert str(bin_dir) in lines[0]
     assert "Traceback" not in text
     assert after["operations"] == before["operations"], "up ran an operation"
-    assert _writes(after) == _writes(before), "up called a method that writes"
+    assert writes(after) == writes(before), "up called a method that writes"
 
 
 def _user(root: Path, status: dict[str, Any], home: Path) -> Any:

@@ -16,27 +16,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from rltui.sandbox import manage
-from tests.headless_user import User, make_user, record
+from tests import headless_user
+from tests.headless_user import writes, User, make_user, record
 
 pytestmark = pytest.mark.slow
 GPU_METRIC = "PREEMPTIBLE_NVIDIA_B200_GPUS"
-WRITES = (".insert", ".create", "Create", ".delete", "Delete", ".enable", "Enable", ".update", "Update",
-          "addPeering", "connections.create", "setLabels", "SetLabels")
-
 
 @pytest.fixture(scope="module")
 def quota_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("sandbox-quota0")
-    status = manage.start(speed=300.0, root=root, quotas={GPU_METRIC: 0.0})
-    try:
-        yield root, status.info
-    finally:
-        manage.stop(root)
-
-
-def _writes(rec: dict[str, Any]) -> dict[str, int]:
-    return {k: v for k, v in rec["calls"].items() if any(w in k for w in WRITES)}
+    with headless_user.private_sandbox(root, speed=300.0, quotas={GPU_METRIC: 0.0}) as status:
+        yield root, status
 
 
 def _check(user: User) -> tuple[int, str, dict[str, Any], dict[str, Any]]:
@@ -56,7 +46,7 @@ def test_fresh_project_can_run_and_nothing_is_created(quota_sandbox, tmp_path):
     assert "??   Spot GPU quota (NVIDIA_B200)" in text, text
     assert "compute API is off" in text
     assert after["operations"] == before["operations"], "up --check ran an operation"
-    assert _writes(after) == _writes(before), "up --check called a method that writes"
+    assert writes(after) == writes(before), "up --check called a method that writes"
     # It did ask the cloud: the permissions, and the APIs' state.
     assert after["calls"].get("cloudresourcemanager:projects.testIamPermissions", 0) > \
         before["calls"].get("cloudresourcemanager:projects.testIamPermissions", 0)
@@ -85,5 +75,5 @@ def test_gpu_quota_at_zero_exits_1_naming_it(quota_sandbox, tmp_path):
     # The zone offers the machine once compute can say so, and the names are free.
     assert "ok   a4-highgpu-8g in us-east1-b" in text
     assert after["operations"] == before["operations"], "up --check ran an operation"
-    assert _writes(after) == _writes(before), "up --check called a method that writes"
+    assert writes(after) == writes(before), "up --check called a method that writes"
     assert "Traceback" not in text

@@ -52,47 +52,36 @@ def test_a_project_that_did_not_enable_cloud_quotas_is_refused_service_disabled(
     assert api_disabled(info.value)
 
 
-def test_the_adapter_reads_the_limit_the_sandbox_was_started_with(on) -> None:
-    on.world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 16.0
-
+def family_quotas(box, family: str = "NVIDIA_B200"):
+    """QuotaAdapter.gpu_family_quotas against `box`, in us-east1, its channel closed after."""
     async def read():
-        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=on.address), P)
+        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=box.address), P)
         try:
-            return (await adapter.preemptible_gpus("us-east1", "NVIDIA_B200"),
-                    await adapter.preemptible_gpus("us-east1", "NVIDIA_H100"))
+            return await adapter.gpu_family_quotas("us-east1", family)
         finally:
             await adapter.aclose()
 
-    b200, h100 = asyncio.run(read())
+    return asyncio.run(read())
+
+
+def test_the_adapter_reads_the_limit_the_sandbox_was_started_with(on) -> None:
+    on.world.quotas["PREEMPTIBLE_NVIDIA_B200_GPUS"] = 16.0
+    b200, h100 = (family_quotas(on).preemptible, family_quotas(on, "NVIDIA_H100").preemptible)
     assert (b200.limit, b200.quota_id) == (16.0, "PREEMPTIBLE-GPUS-PER-GPU-FAMILY-per-project-region")
     assert h100.limit == 0.0          # a family nobody granted: the dimension-less default
 
 
 def test_the_adapter_says_off_when_the_api_is_off(grpc_box) -> None:
-    async def read():
-        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=grpc_box.address), P)
-        try:
-            return await adapter.preemptible_gpus("us-east1", "NVIDIA_B200")
-        finally:
-            await adapter.aclose()
-
-    got = asyncio.run(read())
+    got = family_quotas(grpc_box).preemptible
     assert got.limit is None and got.why == "off"
 
 
 def test_the_adapter_reads_the_standard_family_quota_beside_the_preemptible_one(on) -> None:
     """Spot VMs use the standard GPU quota where no preemptible one is granted (cloud/quotas.py):
     one read gives both; the standard one is World.quotas["NVIDIA_B200_GPUS"], 0 when unset."""
-    async def read():
-        adapter = QuotaAdapter(Endpoints(label="SANDBOX", grpc_target=on.address), P)
-        try:
-            return await adapter.gpu_family_quotas("us-east1", "NVIDIA_B200")
-        finally:
-            await adapter.aclose()
-
-    unset = asyncio.run(read())
+    unset = family_quotas(on)
     assert (unset.standard.limit, unset.standard.quota_id) == (0.0, "GPUS-PER-GPU-FAMILY-per-project-region")
     on.world.quotas.update({"PREEMPTIBLE_NVIDIA_B200_GPUS": 0.0, "NVIDIA_B200_GPUS": 24.0})
-    got = asyncio.run(read())
+    got = family_quotas(on)
     assert got.preemptible.limit == 0.0 and got.preemptible.quota_id.startswith("PREEMPTIBLE-")
     assert got.standard.limit == 24.0
