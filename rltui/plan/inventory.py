@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"
+BLUEPRINT = "xpk's blueprint"
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # The cluster states in which its Kubernetes API answers: RECONCILING is GKE upgrading a made
 # cluster, its regional control plane still serving (google-cloud-container 2.67.0
@@ -58,6 +59,9 @@ class Resource:
     gpu_nodes: tuple[str, ...] = ()
     # Present and not rltui's: the command that deletes it by hand (plan/ownership.py).
     hand_delete: str = ""
+    # What it is a part of, when not of rltui's own making: BLUEPRINT for xpk's blueprint's
+    # networks, subnets, rules, routers, NATs and NAT IPs (screens count those per kind).
+    part_of: str = ""
 
     @property
     def present(self) -> bool:
@@ -161,10 +165,10 @@ async def _gather(ctx: Context, *, with_job: bool
     if cluster is not None and not ours:
         out[0] = replace(out[0], hand_delete=hand_delete("GKE cluster", cfg.cluster_name, cfg))
     names = {n.name for n in networks}
-    for name in blueprint.networks:
-        out.append(_owned(cfg, Resource("VPC network", name,
-                                        "present" if name in names else "absent", ours)))
-    out += _blueprint(cfg, left, ours)   # the networks are listed above
+    parts = [_owned(cfg, Resource("VPC network", name, "present" if name in names else "absent",
+                                  ours)) for name in blueprint.networks]
+    parts += _blueprint(cfg, left, ours)
+    out += [replace(r, part_of=BLUEPRINT) for r in parts]
     address_ours = address_marked(address)
     out.append(_owned(cfg, Resource(
         "IP range", cfg.address_name, "present" if address else "absent", address_ours,

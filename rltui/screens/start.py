@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after th
     from ..session import Check, ConfigState
 
 DEPLOYMENT_KINDS = ("RayCluster", "GKE cluster", "Lustre instance")
-BLUEPRINT_PARTS = ("Cloud Router", "Cloud NAT", "NAT IP", "Firewall rule", "Subnetwork")
 STALE_S = 15.0   # shown again after this long: check again
 
 
@@ -188,7 +187,8 @@ class StartScreen(WizardScreen):
                                                      style="bold"))
         # The parts of xpk's blueprint that are rltui's are counted, not listed (Teardown lists
         # every one); a leak or one that is not rltui's keeps its row.
-        parts = [r for r in present if r.kind in BLUEPRINT_PARTS and r.owned and not r.leak]
+        parts = [r for r in present if getattr(r, "part_of", "") and r.owned and not r.leak
+                 and r.kind != "VPC network"]
         table = resources_table([r for r in present if r not in parts])
         if parts:
             table.add_row(Text(""), Text("xpk's blueprint"), Text(f"{len(parts)} more"), Text(""),

@@ -2,9 +2,9 @@
 
 Rows are rltui.plan.inventory.Resource values. Only present resources are listed (absent
 ones are counted); rltui's own, someone else's ("left alone") and leaks look different. The
-many small parts of xpk's blueprint that are rltui's (10 subnetworks, 6 firewall rules, ...)
-take one row per kind, so the cluster, Lustre and the RayCluster stay in view; the full view
-(ctrl+o) lists each.
+many small parts of xpk's blueprint that are rltui's (10 subnetworks, 6 firewall rules, ...:
+Resource.part_of) take one row per kind, so the cluster, Lustre and the RayCluster stay in view;
+the full view (ctrl+o) lists each.
 """
 
 from __future__ import annotations
@@ -25,27 +25,27 @@ SHORT_KIND = {"GKE cluster": "GKE", "VPC network": "network", "VPC peering": "pe
               "Lustre instance": "Lustre", "PersistentVolumeClaim": "PVC",
               "PersistentVolume": "PV"}
 SHORT_OWNER_W = 9
-# The blueprint's parts a row per kind stands for (rltui/plan/inventory.py's kinds).
-FOLDED = ("Cloud Router", "Cloud NAT", "NAT IP", "Firewall rule", "Subnetwork")
-
-
 def folded(present: list[Any]) -> list[Any]:
-    """`present` with rltui's own blueprint parts of one kind in one row ("10 of xpk's
-    blueprint"), in the place of the first; leaks and what is not rltui's keep their rows."""
-    groups: dict[str, list[Any]] = {}
+    """`present` with the parts of one whole (Resource.part_of: xpk's blueprint) that are
+    rltui's in one row per kind ("10 of xpk's blueprint"), in the place of the first; leaks and
+    what is not rltui's keep their rows."""
+    def key(r: Any) -> tuple[str, str] | None:
+        part_of = getattr(r, "part_of", "")
+        return (r.kind, part_of) if part_of and r.owned and not r.leak else None
+
+    groups: dict[tuple[str, str], list[Any]] = {}
     for r in present:
-        if r.kind in FOLDED and r.owned and not r.leak:
-            groups.setdefault(r.kind, []).append(r)
+        if (k := key(r)) is not None:
+            groups.setdefault(k, []).append(r)
     out: list[Any] = []
     for r in present:
-        group = groups.get(r.kind) if r.kind in FOLDED and r.owned and not r.leak else None
-        if group is None:
-            out.append(r)
-        elif len(group) == 1:
+        k = key(r)
+        group = groups[k] if k is not None else [r]
+        if len(group) == 1:
             out.append(r)
         elif group[0] is r:
             states = {g.state for g in group}
-            out.append(replace(r, name=f"{len(group)} of xpk's blueprint",
+            out.append(replace(r, name=f"{len(group)} of {k[1] if k else ''}",
                                state=states.pop() if len(states) == 1 else "present", detail=""))
     return out
 
