@@ -38,7 +38,9 @@ def gke_version(text: str) -> tuple[int, ...]:
 async def legacy_port_wanted(ctx: Context, cluster: Any) -> bool:
     """Whether the Lustre CSI driver must use the legacy port 6988: nodes older than
     1.33.2-gke.4655000, or an existing Lustre instance made with the deprecated
-    gke_support_enabled (FACTS, "Lustre CSI port"). `cluster` None: the instance alone."""
+    gke_support_enabled (google-cloud-lustre 0.4.3 Instance.gke_support_enabled, deprecated: "no
+    longer required for GKE"; google-cloud-container 2.67.0
+    LustreCsiDriverConfig.enable_legacy_lustre_port). `cluster` None: the instance alone."""
     old = cluster is not None and any(gke_version(p.version) < LEGACY_PORT_BEFORE
                                       for p in cluster.node_pools if p.version)
     inst = await ctx.lustre.get(ctx.cfg.lustre_instance_id)

@@ -380,7 +380,7 @@ _epoch = xpkstate.epoch   # GKE's operation and creation times as epoch seconds
 
 class CredentialsStep(ContextStep):
     """The cluster's credentials once its control plane answers, not once xpk exits: the
-    Secret and the PV/PVC are then in place long before the GPU nodes (issue 13). They are
+    Secret and the PV/PVC are then in place long before the GPU nodes. They are
     Kubernetes objects, not GKE operations: Terraform's busy-cluster refusals are not
     theirs, and the blueprint's kubectl-apply modules apply only their own manifests, each a
     Helm release of its own (Cluster Toolkit v1.94.0 modules/management/kubectl-apply/main.tf,

@@ -240,7 +240,7 @@ class PeeringStep(ContextStep):
         and nothing else) and that no Lustre instance of someone else's uses.
 
         Service Networking refuses while a producer still holds the connection, sometimes
-        minutes after the instance is gone (FACTS; terraform-provider-google 19908): retry for
+        minutes after the instance is gone (terraform-provider-google 19908, magic-modules 18476): retry for
         a while. Then compute's side of it can be removed (networks.removePeering), the known
         fallback, which frees the network for xpk's delete, but also cuts off every other
         producer on the network (another Lustre instance, Cloud SQL, Filestore). So only
