@@ -15,7 +15,9 @@ from typing import Any
 from .config import RLConfig
 
 IMAGE = "nvcr.io/nvidia/nemo-rl:v0.4.0"
-RAY_VERSION = "2.54.0"
+# The Ray the image runs: nemo-rl v0.4.0 pins ray[default]==2.46.0 (its pyproject.toml and uv.lock).
+# KubeRay reads rayVersion to choose the probes it injects; the codelab's 2.54.0 does not match it.
+RAY_VERSION = "2.46.0"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rltui"}
 LUSTRE_MOUNT = "/lustre"
 LUSTRE_IP_PLACEHOLDER = "<LUSTRE_IP>"
@@ -38,7 +40,14 @@ def lustre_ip(mount_point: str) -> str:
     return mount_point.split("@", 1)[0]
 
 
-def persistent_volume(cfg: RLConfig, ip: str | None) -> dict[str, Any]:
+def lustre_filesystem(mount_point: str, default: str = "lustre") -> str:
+    """`10.90.0.2@tcp:/lustrefs` -> `lustrefs`: the Lustre CSI driver mounts `<ip>@tcp:/<filesystem>`,
+    so the PV's filesystem attribute must be the instance's (Instance.mount_point, google-cloud-lustre)."""
+    _, sep, fs = mount_point.rpartition(":/")
+    return fs.strip("/") if sep and fs.strip("/") else default
+
+
+def persistent_volume(cfg: RLConfig, ip: str | None, filesystem: str = "lustre") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -52,7 +61,7 @@ def persistent_volume(cfg: RLConfig, ip: str | None) -> dict[str, Any]:
             "csi": {
                 "driver": "lustre.csi.storage.gke.io",
                 "volumeHandle": f"{cfg.project_id}/{cfg.zone}/{cfg.lustre_instance_id}",
-                "volumeAttributes": {"ip": ip or LUSTRE_IP_PLACEHOLDER, "filesystem": "lustre"},
+                "volumeAttributes": {"ip": ip or LUSTRE_IP_PLACEHOLDER, "filesystem": filesystem},
             },
         },
     }

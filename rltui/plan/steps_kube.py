@@ -76,11 +76,12 @@ class PvPvcStep(ContextStep):
     def down_title(self) -> str:
         return f"PVC {self.cfg.pvc_name}, PV {self.cfg.pv_name}"
 
-    async def _ip(self, ctx: Context) -> str:
+    async def _mount(self, ctx: Context) -> tuple[str, str]:
+        """(IP, filesystem name) from the instance's mount point `<ip>@tcp:/<filesystem>`."""
         inst = await ctx.lustre.get(self.cfg.lustre_instance_id)
         if inst is None or not inst.mount_point:
             raise TransientError("the Lustre instance has no mount point yet")
-        return manifests.lustre_ip(inst.mount_point)
+        return manifests.lustre_ip(inst.mount_point), manifests.lustre_filesystem(inst.mount_point)
 
     async def probe(self, ctx: Context) -> Probe:
         kube = await self.kube_if_cluster(ctx)
@@ -90,22 +91,24 @@ class PvPvcStep(ContextStep):
         pvc = await kube.get("persistentvolumeclaims", self.cfg.pvc_name)
         if pv is None or pvc is None:
             return Probe(exists=pv is not None or pvc is not None, ready=False)
-        ip = pv.get("spec", {}).get("csi", {}).get("volumeAttributes", {}).get("ip")
-        return Probe(exists=True, ready=ip == await self._ip(ctx), detail=f"ip {ip}")
+        attrs = pv.get("spec", {}).get("csi", {}).get("volumeAttributes", {})
+        have = (attrs.get("ip"), attrs.get("filesystem"))
+        return Probe(exists=True, ready=have == await self._mount(ctx), detail=f"ip {have[0]}")
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
         kube = await ctx.kube()
-        ip = await self._ip(ctx)
-        out.note(f"Lustre IP {ip}")
+        ip, filesystem = await self._mount(ctx)
+        out.note(f"Lustre IP {ip}, filesystem {filesystem}")
         pv = await kube.get("persistentvolumes", self.cfg.pv_name)
-        old = ((pv or {}).get("spec", {}).get("csi", {}).get("volumeAttributes", {}).get("ip"))
-        if pv is not None and old != ip:
+        attrs = (pv or {}).get("spec", {}).get("csi", {}).get("volumeAttributes", {})
+        old = f"{attrs.get('ip')}@tcp:/{attrs.get('filesystem')}"
+        if pv is not None and old != f"{ip}@tcp:/{filesystem}":
             # A PV's source is immutable (a patch gets 422): delete the claim and the volume,
             # then create both again. Only while no pod uses the claim.
             users = await self._claim_users(kube)
             if users:
                 raise PermanentError(
-                    f"PV {self.cfg.pv_name} points at {old}, the Lustre instance is now at {ip},"
+                    f"PV {self.cfg.pv_name} points at {old}, the Lustre instance is now at {ip}@tcp:/{filesystem},"
                     f" and pods still use it ({', '.join(users[:3])}): delete the RayCluster"
                     f" (kubectl delete raycluster {self.cfg.cluster_name}), then run up again")
             out.note(f"PV {self.cfg.pv_name} points at {old}: recreating the PV and PVC")
@@ -113,7 +116,7 @@ class PvPvcStep(ContextStep):
                               timeout_s=max(60.0, 3 * self.expected_s))
             await kube.delete("persistentvolumes", self.cfg.pv_name, wait=True,
                               timeout_s=max(60.0, 3 * self.expected_s))
-        await kube.apply(manifests.persistent_volume(self.cfg, ip))
+        await kube.apply(manifests.persistent_volume(self.cfg, ip, filesystem))
         await kube.apply(manifests.persistent_volume_claim(self.cfg))
 
     async def _claim_users(self, kube: Any) -> list[str]:

@@ -95,7 +95,7 @@ def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() 
     dep = objs[f"Deployment/{ms.deployment_name(job)}"]
     pod = dep["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == ms.NAME
-    assert pod["containers"][0]["image"] == "rayproject/ray:2.54.0"
+    assert pod["containers"][0]["image"] == "rayproject/ray:2.46.0"
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]} in terms[0]["matchExpressions"]
     assert "tolerations" not in pod  # so never on the tainted GPU nodes either
