@@ -3,10 +3,13 @@
 `rltui submit` makes them after Ray accepts the job's first attempt (rltui/oncluster/supervisor.py
 says what the supervisor does). Least privilege: a ServiceAccount of its own whose Role may read and
 write only this run's ConfigMap (by name), read the pods and the RayCluster, and nothing else: no
-Secrets (the tokens stay in the job's Secret, which only the Ray pods read). Placement: xpk's
-default CPU pool, the one pool that is not Spot (node affinity on GKE's own node labels
+Secrets (the tokens stay in the job's Secret, which only the Ray pods read). Placement: the one
+pool of xpk's cluster that is neither Spot nor GPU (node affinity on GKE's own node labels
 `cloud.google.com/gke-spot` and `cloud.google.com/gke-accelerator`), so the preemption it recovers
-from cannot take it too.
+from cannot take it too. On xpk's Cluster Toolkit path that is the `system` pool, tainted
+`components.gke.io/gke-managed-components=true:NoSchedule` by default (cluster-toolkit v1.94.0
+modules/scheduler/gke-cluster variables.tf, system_node_pool_taints); xpk gives Kueue and JobSet
+the same toleration (xpk cluster_gcluster.py), and so does the supervisor.
 """
 
 from __future__ import annotations
@@ -28,7 +31,18 @@ IMAGE = f"rayproject/ray:{RAY_VERSION}"  # the RayCluster's own Ray version: its
 MAX_ATTEMPTS = 3
 SUBMIT_GRACE_S = 180
 POLL_S = 10.0  # seconds between the supervisor's looks on GKE (a faster sandbox scales it down)
+# kube-controller-manager --node-monitor-grace-period's default from Kubernetes 1.32 (40 s before):
+# a node that vanished shows NotReady, and its pods not Ready, only after it. GKE runs its own
+# control plane and does not publish the value it sets; one more poll covers the node controller's
+# --node-monitor-period (5 s).
+NODE_GRACE_S = 50.0 + POLL_S
+# How long `submit` waits for the supervisor's pod to run before it says recovery is not on: a
+# scheduled pod pulls rayproject/ray on the system node first (about a minute for its few GB).
+START_WAIT_S = 300.0
+GCS_RECONNECT_S = 60.0  # RAY_gcs_rpc_server_reconnect_timeout_s default (src/ray/common/ray_config_def.h)
 DASHBOARD_PORT = 8265
+SYSTEM_POOL_TOLERATION = {"key": "components.gke.io/gke-managed-components", "operator": "Equal",
+                          "value": "true", "effect": "NoSchedule"}
 
 
 def run_key(job_id: str) -> str:
@@ -44,8 +58,13 @@ def deployment_name(job_id: str) -> str:
     return f"{NAME}-{run_key(job_id)}"
 
 
-def supervisor_source() -> str:
-    return resources.files("rltui.oncluster").joinpath("supervisor.py").read_text(encoding="utf-8")
+CODE_FILES = ("supervisor.py", "kubeapi.py")  # the command runs the first; it imports the second
+
+
+def supervisor_sources() -> dict[str, str]:
+    """The supervisor's files by name, as its code ConfigMap carries them (one folder in the pod)."""
+    folder = resources.files("rltui.oncluster")
+    return {name: folder.joinpath(name).read_text(encoding="utf-8") for name in CODE_FILES}
 
 
 def _meta(name: str, cfg: RLConfig, job_id: str | None = None) -> dict[str, Any]:
@@ -57,13 +76,15 @@ def _meta(name: str, cfg: RLConfig, job_id: str | None = None) -> dict[str, Any]
 
 def run_spec(cfg: RLConfig, job_id: str, *, entrypoint: str, runtime_env: dict[str, Any],
              metadata: dict[str, str], submitted_at: float, max_attempts: int = MAX_ATTEMPTS,
-             poll_s: float = POLL_S) -> dict[str, Any]:
+             poll_s: float = POLL_S, time_scale: float = 1.0) -> dict[str, Any]:
     """What the supervisor needs to submit the job again (no working_dir: the files travel in the
-    run's ConfigMap; no secret: runtime_env never holds one)."""
+    run's ConfigMap; no secret: runtime_env never holds one). Its waits are the cloud's times
+    times `time_scale` (1 on Google; a faster sandbox runs them faster)."""
     return {"run": job_id, "raycluster": cfg.cluster_name, "namespace": NAMESPACE,
             "entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata,
             "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at,
-            "poll_s": poll_s}
+            "poll_s": poll_s, "node_grace_s": round(NODE_GRACE_S * time_scale, 3),
+            "gcs_reconnect_s": round(GCS_RECONNECT_S * time_scale, 3)}
 
 
 def first_state(job_id: str, submitted_at: float) -> dict[str, Any]:
@@ -91,7 +112,7 @@ def supervisor_objects(cfg: RLConfig, job_id: str, spec: dict[str, Any], files: 
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": run_name},
                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]}
     code = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CODE_CONFIGMAP, cfg),
-            "data": {"supervisor.py": supervisor_source()}}
+            "data": supervisor_sources()}
     run = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(cm_name, cfg, job_id),
            "data": {"spec.json": json.dumps(spec, indent=1, sort_keys=True),
                     "state.json": json.dumps(state, sort_keys=True),
@@ -115,7 +136,8 @@ def supervisor_objects(cfg: RLConfig, job_id: str, spec: dict[str, Any], files: 
         "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
                  "template": {"metadata": {"labels": selector},
                               "spec": {"serviceAccountName": NAME, "terminationGracePeriodSeconds": 10,
-                                       "affinity": affinity, "containers": [container],
+                                       "affinity": affinity, "tolerations": [dict(SYSTEM_POOL_TOLERATION)],
+                                       "containers": [container],
                                        "volumes": [{"name": "code", "configMap": {"name": CODE_CONFIGMAP}}]}}},
     }
     return [account, role, binding, code, run, deployment]

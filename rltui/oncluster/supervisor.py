@@ -28,8 +28,27 @@ this program writes), every decision from a structured answer:
   the same job again; NeMo-RL resumes from the newest step_N in its checkpoint_dir by itself.
   A lost head takes Ray's job table with it: the attempt is then unknown to the new head, which
   the pods (the head's pod replaced) explain.
-- a FAILED attempt with every pod as it was is the job's own failure (a Python error): reported,
-  never retried. STOPPED (someone stopped it) is final. After `max_attempts` it gives up.
+- a FAILED attempt with every pod as it was is not judged at once: a node that dies without a
+  graceful shutdown still shows Ready (and its pods Running and Ready) until the node controller
+  stops hearing from its kubelet for --node-monitor-grace-period (kube-controller-manager, 50 s
+  by default from Kubernetes 1.32; GKE does not publish its own value) and then marks the node's
+  pods not Ready, while Ray fails the driver at once. So the supervisor looks again once
+  spec.json's node_grace_s has passed; only then is a FAILED attempt with every pod as it was
+  the job's own failure (a Python error): reported, never retried. STOPPED (someone stopped it)
+  is final. After `max_attempts` it gives up.
+- the resubmit waits for a whole cluster: every pod Running and Ready, Ray's job API answering,
+  and, when the head was replaced, every worker's container started after the new head's or the
+  head Ready for longer than a raylet keeps retrying a lost GCS (gcs_rpc_server_reconnect_timeout_s,
+  60 s: src/ray/rpc/rpc_client.h): a worker still bound to the old GCS looks Ready until its raylet
+  gives up and the container restarts, and a job submitted meanwhile finds too few GPUs
+  (NeMo-RL's placement groups retry for about a minute: virtual_cluster.py, then fail the attempt).
+- an attempt is saved as SUBMITTED before Ray has it (so a lost submit is retried with the same
+  id, never doubled) and becomes PENDING once Ray accepted it; a follower that finds no such job
+  while the attempt is SUBMITTED waits for it instead of calling it lost.
+The log is tailed, never fetched whole: Ray's WebSocket tail (GET /api/jobs/<id>/logs/tail, ray
+2.46.0 dashboard/modules/job/job_head.py, through JobSubmissionClient.tail_job_logs) sends what is
+new, where GET /api/jobs/<id>/logs reads and sends the whole file every time. Once the run is
+final the supervisor makes no more calls: it waits to be removed.
 The steps come from the driver's own log lines, as NeMo-RL v0.4.0 prints them
 (nemo_rl/algorithms/grpo.py): `===== Step s/S =====` starts a step and `Saving checkpoint for step
 s...` starts a save, which is complete once the driver goes on to the next step (the save is
@@ -38,217 +57,40 @@ synchronous) or says `Max number of steps has been reached`.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
+import queue
 import re
 import signal
-import ssl
 import sys
 import tempfile
+import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+try:  # in the package (rltui's tests), or beside this file in the ConfigMap's folder (the pod)
+    from .kubeapi import Kube, Trouble, fetch_json
+except ImportError:
+    from kubeapi import Kube, Trouble, fetch_json  # type: ignore[import-not-found,no-redef]
+
 log = logging.getLogger("rltui-supervisor")
 
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-STATE_KEY, SPEC_KEY, FILE_PREFIX = "state.json", "spec.json", "job."
+SPEC_KEY, FILE_PREFIX = "spec.json", "job."
+STATE_KEY = "state.json"
 FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 RAY_ACTIVE = ("PENDING", "RUNNING")
-CLUSTER_LABEL = "ray.io/cluster"
 # A driver line has no Ray prefix; worker lines start with "(ActorName pid=...)".
 STEP_LINE = re.compile(r"^\s*=+ Step (\d+)/(\d+) =+\s*$")
 SAVE_LINE = re.compile(r"^Saving checkpoint for step (\d+)\.\.\.")
 END_LINE = re.compile(r"^(Max number of steps|Timeout) has been reached, stopping training early")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-class Trouble(Exception):
-    """Something did not answer as it should this time (network, 5xx): look again next poll."""
-
-
-def fetch_json(req: urllib.request.Request, what: str, tls: ssl.SSLContext | None = None) -> dict[str, Any] | None:
-    """The answer's JSON object, None for a 404 (absent, as the API says it), else Trouble."""
-    try:
-        with urllib.request.urlopen(req, context=tls, timeout=30) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise Trouble(f"{what}: HTTP {exc.code}") from None
-    except (OSError, ValueError) as exc:
-        raise Trouble(f"{what}: {exc}") from None
-    try:
-        return dict(json.loads(raw)) if raw.strip() else {}
-    except ValueError as exc:
-        raise Trouble(f"{what}: not JSON ({exc})") from None
-
-
-# ---- the Kubernetes API, as an in-cluster client -------------------------------------------------
-
-
-class Kube:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.sa_dir = Path(env.get("RLTUI_SERVICE_ACCOUNT_DIR") or SA_DIR)
-        host = env.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
-        host = f"[{host}]" if ":" in host else host  # an IPv6 address (client-go does the same)
-        self.base = f"https://{host}:{env.get('KUBERNETES_SERVICE_PORT', '443')}"
-        self.ns = env.get("POD_NAMESPACE") or self._file("namespace", "default")
-        self.tls = ssl.create_default_context(cafile=str(self.sa_dir / "ca.crt"))
-        self.pod_watch: PodWatch | None = None
-
-    def _file(self, name: str, default: str) -> str:
-        try:
-            return (self.sa_dir / name).read_text().strip() or default
-        except OSError:
-            return default
-
-    def _request(self, method: str, path: str, body: Any = None,
-                 content_type: str = "application/json") -> urllib.request.Request:
-        """The token is read per request: kubelet rotates it."""
-        headers = {"Authorization": f"Bearer {self._file('token', '')}", "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data, headers["Content-Type"] = json.dumps(body).encode(), content_type
-        return urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
-
-    def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json") -> dict[str, Any] | None:
-        """The object, or None for 404."""
-        return fetch_json(self._request(method, path, body, content_type), f"{method} {path}", self.tls)
-
-    def stream(self, path: str, timeout: float) -> Any:
-        """An open streaming GET (a watch), read line by line; `timeout` bounds each read."""
-        try:
-            return urllib.request.urlopen(self._request("GET", path), context=self.tls, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            raise Trouble(f"GET {path}: HTTP {exc.code}") from None
-        except (OSError, ValueError) as exc:
-            raise Trouble(f"GET {path}: {exc}") from None
-
-    def configmap(self, name: str) -> dict[str, Any] | None:
-        return self.request("GET", f"/api/v1/namespaces/{self.ns}/configmaps/{name}")
-
-    def save_state(self, name: str, state: dict[str, Any]) -> None:
-        patch = {"data": {STATE_KEY: json.dumps(state, sort_keys=True)}}
-        if self.request("PATCH", f"/api/v1/namespaces/{self.ns}/configmaps/{name}", patch,
-                        "application/merge-patch+json") is None:
-            raise Trouble(f"configmap {name} is gone")
-
-    def raycluster(self, name: str) -> dict[str, Any] | None:
-        return self.request("GET", f"/apis/ray.io/v1/namespaces/{self.ns}/rayclusters/{name}")
-
-    def ray_pods(self, cluster: str) -> list[dict[str, Any]]:
-        """The RayCluster's pods as of the end of the last follow() (one LIST the first time)."""
-        selector = f"{CLUSTER_LABEL}={cluster}"
-        if self.pod_watch is None or self.pod_watch.selector != selector:
-            self.pod_watch = PodWatch(self, selector)
-        return self.pod_watch.items()
-
-    def follow(self, seconds: float) -> None:
-        """The wait between two looks: spent watching the pods (or asleep before the first look)."""
-        if self.pod_watch is None:
-            time.sleep(seconds)
-        else:
-            self.pod_watch.follow(seconds)
-
-
-class PodWatch:
-    """The pods of one label selector, kept as client-go's reflector keeps them
-    (k8s.io/client-go/tools/cache/reflector.go: ListAndWatch lists once, then watch() watches
-    from LastSyncResourceVersion with timeoutSeconds and AllowWatchBookmarks, starts a new watch
-    from the last resourceVersion when one ends, and lists again only when the watch says its
-    resourceVersion expired). The API side is Kubernetes' "Efficient detection of changes"
-    (kubernetes.io/docs/reference/using-api/api-concepts/): a watch streams one JSON event per
-    line (ADDED, MODIFIED, DELETED; BOOKMARK carries only a newer resourceVersion, "Watch
-    bookmarks"); a client resumes from the last resourceVersion it saw; one the server's history
-    no longer holds is answered with an ERROR event whose Status has code 410 (Gone), after which
-    the client must "clear its local cache, perform a new get or list operation, and start the
-    watch from the resourceVersion that was returned".
-
-    Single-threaded: the supervisor's wait between two looks IS the watch (follow), so the pods a
-    look reads are as fresh as the LIST it used to make at that moment. Any other failure of a
-    watch (no connection, a stream broken mid-way, another ERROR, a "very short watch" that ends
-    within a second with no event, which the reflector's handleAnyWatch also treats as an error)
-    lists again before the pods are used, so a decision is never made from a cache that missed
-    events. (The reflector retries a refused connection's watch from the same resourceVersion
-    instead; listing is simpler here and costs one LIST per failure, none while all is well.)"""
-
-    def __init__(self, kube: Kube, selector: str) -> None:
-        self.kube, self.selector = kube, selector
-        self.pods: dict[str, dict[str, Any]] = {}  # by uid
-        self.rv = ""
-        self.synced = False  # False: list before the pods are used or watched
-
-    def _path(self, **query: str) -> str:
-        return f"/api/v1/namespaces/{self.kube.ns}/pods?" + urllib.parse.urlencode(
-            {"labelSelector": self.selector, **query})
-
-    def items(self) -> list[dict[str, Any]]:
-        if not self.synced:
-            self.relist()
-        return list(self.pods.values())
-
-    def relist(self) -> None:
-        found = self.kube.request("GET", self._path()) or {}
-        self.pods = {p["metadata"]["uid"]: p for p in found.get("items") or []}
-        self.rv = str((found.get("metadata") or {}).get("resourceVersion") or "")
-        self.synced = True
-
-    def follow(self, seconds: float) -> None:
-        """Apply the pods' events for about `seconds`: watches from the last resourceVersion, each
-        ended by the server at timeoutSeconds (whole seconds, as the API takes it: so at least
-        one of a second, and the wait is rounded to whole seconds); never raises."""
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                if not self.synced:
-                    self.relist()
-                self._watch(max(1, round(deadline - time.monotonic())))
-            except Trouble as exc:
-                self.synced = False
-                log.info("pods: %s", exc)
-                time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))  # a back-off
-            if deadline - time.monotonic() < 0.5:
-                return
-
-    def _watch(self, seconds: int) -> None:
-        path = self._path(watch="1", resourceVersion=self.rv, allowWatchBookmarks="true",
-                          timeoutSeconds=str(seconds))
-        start, events = time.monotonic(), 0
-        # A read that waits past the server's own end of the stream is a dead connection.
-        with self.kube.stream(path, timeout=seconds + 30) as resp:
-            try:
-                for line in resp:
-                    if not line.strip():
-                        continue
-                    events += 1
-                    if not self._event(json.loads(line)):
-                        return
-            except (OSError, ValueError, http.client.HTTPException) as exc:
-                raise Trouble(f"pods watch: {exc}") from None
-        if events == 0 and time.monotonic() - start < 1:  # the reflector's "very short watch"
-            raise Trouble("very short watch: it ended within a second with no event")
-
-    def _event(self, event: dict[str, Any]) -> bool:
-        """Apply one event; False when the watch must end and the pods be listed again."""
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            self.synced = False
-            log.info("pods watch: %s (code %s): listing again", obj.get("reason"), obj.get("code"))
-            return False
-        meta = obj.get("metadata") or {}
-        self.rv = str(meta.get("resourceVersion") or self.rv)
-        if kind in ("ADDED", "MODIFIED"):
-            self.pods[meta["uid"]] = obj
-        elif kind == "DELETED":
-            self.pods.pop(meta.get("uid", ""), None)
-        return True  # BOOKMARK: the resourceVersion only
+NODE_GRACE_S = 50.0  # kube-controller-manager --node-monitor-grace-period default (Kubernetes 1.32+)
+TAIL_DRAIN_S = 10.0  # how long an ended job's tail may take to send its last lines
+GCS_RECONNECT_S = 60.0  # RAY_gcs_rpc_server_reconnect_timeout_s default: a raylet then gives up
 
 
 # ---- Ray's job API ---------------------------------------------------------------------------------
@@ -273,9 +115,8 @@ class Ray:
     def job(self, job_id: str) -> dict[str, Any] | None:
         return self._get(f"/api/jobs/{urllib.parse.quote(job_id)}")
 
-    def logs(self, job_id: str) -> str:
-        got = self._get(f"/api/jobs/{urllib.parse.quote(job_id)}/logs")
-        return str((got or {}).get("logs") or "")
+    def tail(self, job_id: str) -> LogTail:
+        return LogTail(self.address, job_id)
 
     def submit(self, job_id: str, spec: dict[str, Any], files: dict[str, str]) -> None:
         from ray.job_submission import JobSubmissionClient  # in the image; slow to import: here
@@ -296,6 +137,66 @@ class Ray:
                                   submission_id=job_id, metadata=dict(spec.get("metadata") or {}))
             except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, requests' errors
                 raise Trouble(f"submit {job_id}: {exc}") from None
+
+
+class LogTail:
+    """One job's log as Ray's WebSocket tail sends it, read in a thread; `take()` returns what
+    arrived since the last call. The tail starts at the log's beginning, so after a broken
+    connection the text already taken is skipped when it comes again (the log only grows).
+    It ends when Ray closes it (the job is over) or `stop()`."""
+
+    RETRY_S = 2.0
+
+    def __init__(self, address: str, job_id: str) -> None:
+        self.address, self.job_id = address, job_id
+        self._chunks: queue.Queue[tuple[int, str]] = queue.Queue()
+        self._stop = threading.Event()
+        self.done = threading.Event()
+        self._session = 0  # which connection a chunk came from
+        self._taken = 0  # characters handed out, over all connections
+        self._seen: dict[int, int] = {}  # connection -> characters received on it
+        threading.Thread(target=self._run, name=f"tail-{job_id}", daemon=True).start()
+
+    def _run(self) -> None:
+        import asyncio
+
+        while not self._stop.is_set():
+            self._session += 1
+            try:
+                asyncio.run(self._follow(self._session))
+                self.done.set()  # Ray closed the stream: the job's log is complete
+                return
+            except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, aiohttp's errors
+                log.info("log tail of %s: %s", self.job_id, str(exc).splitlines()[0] if str(exc) else exc)
+            self._stop.wait(self.RETRY_S)
+
+    async def _follow(self, session: int) -> None:
+        from ray.job_submission import JobSubmissionClient  # in the image; slow to import: here
+
+        client = JobSubmissionClient(self.address)
+        async for text in client.tail_job_logs(self.job_id):
+            if self._stop.is_set():
+                return
+            self._chunks.put((session, text))
+
+    def take(self) -> str:
+        out: list[str] = []
+        while True:
+            try:
+                session, text = self._chunks.get_nowait()
+            except queue.Empty:
+                return "".join(out)
+            # Every connection starts at the log's first character: this chunk is the log's
+            # [start, start + len) and only what lies past what was taken is new.
+            start = self._seen.get(session, 0)
+            self._seen[session] = start + len(text)
+            if start + len(text) > self._taken:
+                fresh = text[max(0, self._taken - start):]
+                out.append(fresh)
+                self._taken += len(fresh)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 # ---- what the pods say -------------------------------------------------------------------------------
@@ -354,6 +255,36 @@ def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job
     return None
 
 
+def _started(pod: dict[str, Any]) -> float:
+    """When the pod's (first) container last started, from status.containerStatuses."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+    return _stamp(str(((statuses[0].get("state") or {}).get("running") or {}).get("startedAt") or ""))
+
+
+def _ready_since(pod: dict[str, Any]) -> float:
+    cond: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "Ready" and c.get("status") == "True"), {})
+    return _stamp(str(cond.get("lastTransitionTime") or ""))
+
+
+def stale_workers(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], now: float,
+                  reconnect_s: float) -> str:
+    """Why Ray may not have every worker yet, or "": without GCS fault tolerance a new head has
+    a new GCS, and a worker whose container started before it may still be retrying the old
+    one (its raylet exits after reconnect_s and the container restarts: docs.ray.io, "GCS fault
+    tolerance in KubeRay"). Such a worker counts once the head has been Ready for reconnect_s."""
+    head = next((p for p in pods if _is_head(p)), None)
+    was = before.get(head["metadata"]["uid"]) if head is not None else None
+    if head is None or (was is not None and _restarts(head) == was["restarts"]):
+        return ""  # the same head and GCS as the attempt's: its workers never lost it
+    head_start = _started(head)
+    early = [p["metadata"]["name"] for p in pods if not _is_head(p) and _started(p) < head_start]
+    if not early or now - _ready_since(head) >= reconnect_s:
+        return ""
+    return (f"the Ray head is new; {len(early)} worker(s) started before it may still be bound to the "
+            f"lost head ({', '.join(sorted(early)[:3])})")
+
+
 def desired_pods(rc: dict[str, Any]) -> int:
     spec = rc.get("spec") or {}
     total = 1  # the head
@@ -372,7 +303,6 @@ class Progress:
     """The driver's steps and completed saves, from its log text fed in any chunking."""
 
     def __init__(self) -> None:
-        self.seen = 0  # characters of the log already read
         self.partial = ""
         self.first_step: int | None = None
         self.step: int | None = None
@@ -381,12 +311,9 @@ class Progress:
         self.saved: int | None = None
         self.ended = False
 
-    def feed(self, whole_log: str) -> None:
-        if len(whole_log) < self.seen:  # a different log (a new head): read it again
-            self.seen, self.partial = 0, ""
-        text = self.partial + whole_log[self.seen:]
-        self.seen = len(whole_log)
-        lines = text.split("\n")
+    def feed(self, new_text: str) -> None:
+        """The log's next characters, as the tail sends them (any chunking)."""
+        lines = (self.partial + new_text).split("\n")
         self.partial = lines.pop()
         for raw in lines:
             self.line(ANSI.sub("", raw).rstrip("\r"))
@@ -417,6 +344,7 @@ class Supervisor:
     def __init__(self, kube: Kube, ray: Ray, configmap: str, clock: Any = time.time) -> None:
         self.kube, self.ray, self.configmap, self.clock = kube, ray, configmap, clock
         self.progress: dict[str, Progress] = {}
+        self.tails: dict[str, LogTail] = {}
         self.files: dict[str, str] = {}
         self.poll_s = 10.0
         self.last_saved_state = ""
@@ -446,6 +374,7 @@ class Supervisor:
         attempts = state.setdefault("attempts", [])
         if state["status"] in FINAL:
             self.kube.pod_watch = None  # no decision left to make from the pods: wait asleep
+            self.stop_tails()
             return str(state["status"])
         if not attempts:
             raise SystemExit("rltui-supervisor: the run has no attempt to supervise")
@@ -456,9 +385,21 @@ class Supervisor:
         self.save(state)
         return str(state["status"])
 
-    def _track(self, state: dict[str, Any], attempt: dict[str, Any]) -> None:
+    def stop_tails(self, keep: str = "") -> None:
+        for job_id in [j for j in self.tails if j != keep]:
+            self.tails.pop(job_id).stop()
+
+    def _track(self, state: dict[str, Any], attempt: dict[str, Any], ended: bool = False) -> None:
+        """The attempt's steps and saves from its log's new text; `ended`: Ray says the job is
+        over, so its tail closes once the last lines are sent (job_agent.py tail_job_logs)."""
         progress = self.progress.setdefault(attempt["id"], Progress())
-        progress.feed(self.ray.logs(attempt["id"]))
+        if attempt["id"] not in self.tails:
+            self.stop_tails()  # one attempt at a time: an earlier one's log is over
+            self.tails[attempt["id"]] = self.ray.tail(attempt["id"])
+        tail = self.tails[attempt["id"]]
+        if ended:
+            tail.done.wait(TAIL_DRAIN_S)
+        progress.feed(tail.take())
         if progress.first_step is not None and attempt.get("first_step") is None:
             attempt["first_step"] = progress.first_step
             if state.get("failed_at"):
@@ -498,15 +439,13 @@ class Supervisor:
             return
         if job.get("start_time"):
             attempt["started_at"] = float(job["start_time"]) / 1000.0
-        try:
-            self._track(state, attempt)
-        except Trouble as exc:
-            log.info("logs of %s: %s", attempt["id"], exc)
         status = str(job.get("status") or "")
+        self._track(state, attempt, ended=status not in RAY_ACTIVE)
         if status in RAY_ACTIVE:
             state["status"], attempt["status"] = "RUNNING", status
             return
-        attempt["status"], attempt["ended_at"] = status, round(self.clock(), 3)
+        attempt["status"] = status
+        attempt.setdefault("ended_at", round(self.clock(), 3))
         if status == "SUCCEEDED":
             state["status"], state["message"] = "SUCCEEDED", ""
         elif status == "STOPPED":
@@ -514,6 +453,13 @@ class Supervisor:
         else:
             lost = lost_node(attempt["pods"], pods, float(attempt.get("started_at") or 0))
             message = str(job.get("message") or "").strip().splitlines()
+            grace = float(spec.get("node_grace_s", NODE_GRACE_S))
+            if not lost and self.clock() - float(attempt["ended_at"]) < grace:
+                # A node lost without a graceful shutdown shows only after the grace period.
+                state["waiting"] = (f"attempt failed with every pod as it was: looking again after the "
+                                    f"node-monitor grace period ({grace:.0f} s) before calling it final")
+                return
+            state.pop("waiting", None)
             why = f"preempted: {lost}" if lost else (message[0][:300] if message else "the job failed")
             self._failed(spec, state, attempt, why, lost=bool(lost))
 
@@ -543,8 +489,13 @@ class Supervisor:
             return
         pods = [p for p in self.kube.ray_pods(spec["raycluster"]) if _ready(p)]
         want = desired_pods(rc)
-        if len(pods) < want or not self.ray.answers():
-            state["waiting"] = f"{len(pods)}/{want} Ray pods ready"
+        waiting = f"{len(pods)}/{want} Ray pods ready" if len(pods) < want else \
+            stale_workers(state["attempts"][-1].get("pods") or {}, pods, self.clock(),
+                          float(spec.get("gcs_reconnect_s", GCS_RECONNECT_S)))
+        if not waiting and not self.ray.answers():
+            waiting = "the Ray head's job API does not answer yet"
+        if waiting:
+            state["waiting"] = waiting
             return
         state.pop("waiting", None)
         n = len(state["attempts"]) + 1
@@ -554,10 +505,11 @@ class Supervisor:
                    "resumed_from_step": int(state.get("saved_step") or 0), "pods": pod_snapshot(pods)}
         state["attempts"].append(attempt)
         state["status"], state["message"] = "RUNNING", ""
-        # Recorded before Ray has it: if this submit is lost (or this process with it), the next
-        # look finds Ray without the attempt and submits the same id again, never a new attempt.
+        # Recorded as SUBMITTED before Ray has it: if this submit is lost (or this process with it),
+        # the next look finds Ray without the attempt and submits the same id again, never a new one.
         self.save(state)
         self.ray.submit(attempt["id"], spec, self.files)
+        attempt["status"] = "PENDING"  # Ray accepted it: a follower may now read its log
         log.info("submitted attempt %d as %s, resuming from step %s", n, attempt["id"],
                  attempt["resumed_from_step"])
 
@@ -581,6 +533,10 @@ def main(env: dict[str, str] | None = None) -> int:
             if now != status:
                 log.info("run is %s", now)
                 status = now
+            if now in FINAL:
+                log.info("the run is final: no more looks; waiting to be removed")
+                while True:  # idle: `rltui down` (or the user) deletes the Deployment
+                    time.sleep(3600)
         except Trouble as exc:
             log.info("will look again: %s", exc)
         except Exception:  # noqa: BLE001 - a bug must not crash-loop the pod: say it, look again

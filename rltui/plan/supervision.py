@@ -89,19 +89,72 @@ def parse_state(run: str, data: dict[str, str]) -> RunState:
                     attempts=attempts or [Attempt(run, "submitted", 0)])
 
 
+@dataclass(frozen=True)
+class SupervisorStart:
+    """Whether the run's supervisor runs (its Deployment Available), else why not, in a line."""
+
+    running: bool
+    why: str = ""
+
+
 async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, entrypoint: str,
-                           runtime_env: dict[str, Any], metadata: dict[str, str], submitted_at: float) -> None:
-    """Apply the supervisor's objects for the run whose first attempt is `job_id`."""
+                           runtime_env: dict[str, Any], metadata: dict[str, str],
+                           submitted_at: float) -> SupervisorStart:
+    """Apply the supervisor's objects for the run whose first attempt is `job_id`, then wait
+    (bounded) until its Deployment is Available: recovery is on only once its pod runs."""
     # The same rule as the wizard's polls: ten seconds of the cloud's time, at least one real.
     poll_s = max(1.0, ms.POLL_S * ctx.endpoints.time_scale)
     spec = ms.run_spec(ctx.cfg, job_id, entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
-                       submitted_at=submitted_at, poll_s=poll_s)
+                       submitted_at=submitted_at, poll_s=poll_s, time_scale=ctx.endpoints.time_scale)
     kube = await ctx.kube()
     for obj in ms.supervisor_objects(ctx.cfg, job_id, spec, files):
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == ms.run_configmap(job_id):
             if await kube.get("configmaps", obj["metadata"]["name"]) is not None:
                 continue  # a re-run of the same submit: never overwrite the supervisor's record
         await kube.apply(obj)
+    return await supervisor_running(ctx, job_id, ms.START_WAIT_S * ctx.endpoints.time_scale)
+
+
+async def supervisor_running(ctx: Context, job_id: str, timeout_s: float) -> SupervisorStart:
+    """Wait up to `timeout_s` for the run's supervisor Deployment to be Available (its
+    Available condition True: apps/v1 DeploymentStatus), else say why its pod does not run
+    from the pod's own status (the scheduler's PodScheduled message, a waiting container's
+    reason), never from error text."""
+    kube = await ctx.kube()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_s, 5.0)
+    poll = max(0.5, min(5.0, 10.0 * ctx.endpoints.time_scale))
+    selector = f"{ms.ROLE_LABEL}={ms.NAME},{ms.RUN_LABEL}={ms.run_key(job_id)}"
+    while True:
+        dep = await kube.get("deployments", ms.deployment_name(job_id))
+        if dep is None:
+            return SupervisorStart(False, f"its Deployment {ms.deployment_name(job_id)} is gone")
+        if any(c.get("type") == "Available" and c.get("status") == "True"
+               for c in (dep.get("status") or {}).get("conditions") or []):
+            return SupervisorStart(True)
+        if loop.time() > deadline:
+            pods = await kube.list("pods", selector)
+            return SupervisorStart(False, pending_reason(pods) or "its Deployment is not Available")
+        await asyncio.sleep(poll)
+
+
+def pending_reason(pods: list[dict[str, Any]]) -> str:
+    """Why the supervisor's pod does not run, from its status: unscheduled (the scheduler's
+    message), a container waiting (reason: message), or its phase."""
+    if not pods:
+        return "no supervisor pod exists yet"
+    pod = pods[0]
+    name, status = pod["metadata"]["name"], pod.get("status") or {}
+    scheduled: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    if scheduled.get("status") == "False":
+        return f"pod {name} is Pending: {scheduled.get('message') or scheduled.get('reason') or 'not scheduled'}"
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            tail = f": {waiting['message']}" if waiting.get("message") else ""
+            return f"pod {name} is waiting: {waiting['reason']}{tail}"
+    return f"pod {name} is {status.get('phase') or 'Pending'}, not Ready"
 
 
 async def run_state(ctx: Context, job_id: str) -> RunState | None:
@@ -133,13 +186,18 @@ async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
         attempt = state.attempts[index]
         if index > 0 or start != ids[0]:
             await say(("" if tail["newline"] else "\n") + separator(index + 1, attempt) + "\n")
-        try:
-            await jobs_api.follow(attempt.id, say)
-        except CloudError as exc:
-            if exc.code != "NotFound":
-                await say(("" if tail["newline"] else "\n") + f"(the log of {attempt.id} stopped: {exc.message})\n")
-            else:
-                await say(f"(the log of {attempt.id} went with the lost Ray head)\n")
+        while True:
+            try:
+                await jobs_api.follow(attempt.id, say)
+            except CloudError as exc:
+                if exc.code == "NotFound" and await _not_accepted_yet(ctx, state.run, attempt.id):
+                    await asyncio.sleep(poll_s)  # recorded before Ray has it: Ray accepts it soon
+                    continue
+                if exc.code != "NotFound":
+                    await say(("" if tail["newline"] else "\n") + f"(the log of {attempt.id} stopped: {exc.message})\n")
+                else:
+                    await say(f"(the log of {attempt.id} went with the lost Ray head)\n")
+            break
         while True:
             fresh = await run_state(ctx, state.run)
             if fresh is None:
@@ -153,6 +211,15 @@ async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
                     await say(("" if tail["newline"] else "\n") + f"rltui supervisor: {state.message}\n")
                 return state.status
             await asyncio.sleep(poll_s)
+
+
+async def _not_accepted_yet(ctx: Context, run: str, attempt_id: str) -> bool:
+    """The supervisor saves an attempt as SUBMITTED before Ray has it, and as PENDING once Ray
+    accepted it (rltui/oncluster/supervisor.py): a NotFound meanwhile is not a lost log."""
+    fresh = await run_state(ctx, run)
+    if fresh is None or fresh.final:
+        return False
+    return any(a.id == attempt_id and a.status == "SUBMITTED" for a in fresh.attempts)
 
 
 def separator(number: int, attempt: Attempt) -> str:

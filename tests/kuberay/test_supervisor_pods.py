@@ -31,6 +31,9 @@ pytestmark = [pytest.mark.timeout(60)]
 RUN = "abc123"
 DEPLOY = f"rltui-supervisor-{RUN}"
 HEAD_SVC = "ray-a4-gpu-spot-head-svc"
+# xpk's only CPU pool is the Toolkit's `system` pool, tainted; the pretend pods tolerate it.
+SYSTEM = [{"key": "components.gke.io/gke-managed-components", "operator": "Equal", "value": "true",
+           "effect": "NoSchedule"}]
 SA_USER = "system:serviceaccount:default:rltui-supervisor"
 
 # Only the standard library, as the real supervisor (the ray image has no kubernetes client).
@@ -101,12 +104,13 @@ def manifests() -> list[dict]:
          "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": selector}, "spec": {
                       "serviceAccountName": "rltui-supervisor", "terminationGracePeriodSeconds": 10,
+                      "tolerations": SYSTEM,
                       "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                           "nodeSelectorTerms": [{"matchExpressions": [
                               {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]},
                               {"key": "cloud.google.com/gke-accelerator", "operator": "DoesNotExist"}]}]}}},
                       "containers": [{
-                          "name": "supervisor", "image": "rayproject/ray:2.54.0",
+                          "name": "supervisor", "image": "rayproject/ray:2.46.0",
                           "command": ["python", "/opt/rltui/supervisor.py"],
                           "env": [{"name": "RLTUI_RUN_CONFIGMAP", "value": f"rltui-run-{RUN}"},
                                   {"name": "RAY_ADDRESS",
@@ -156,7 +160,8 @@ def head(box, core, tools):
     is a local HTTP server (as the head pod's is the local Ray dashboard)."""
     servers = [http_server("first"), http_server("second")]
     core.create_namespaced_pod("default", {"metadata": {"name": "fake-head", "labels": {"app": "fake-head"}},
-                                           "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
+                                           "spec": {"tolerations": SYSTEM,
+                                                    "containers": [{"name": "c", "image": "busybox:1.36",
                                                                     "ports": [{"containerPort": 8265}]}]}})
     core.create_namespaced_service("default", {"metadata": {"name": HEAD_SVC}, "spec": {
         "selector": {"app": "fake-head"}, "ports": [{"name": "dashboard", "port": 8265}]}})
@@ -276,7 +281,8 @@ class CountingKube(sup.Kube):
 
 def _ray_pod(core, name: str, cluster: str = "watched") -> None:
     core.create_namespaced_pod("default", {"metadata": {"name": name, "labels": {"ray.io/cluster": cluster}},
-                                           "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+                                           "spec": {"tolerations": SYSTEM,
+                                                    "containers": [{"name": "c", "image": "busybox:1.36"}]}})
 
 
 def test_the_supervisor_follows_its_pods_with_one_list_then_watches(box, core, tmp_path: Path) -> None:
@@ -405,7 +411,7 @@ def test_a_crashing_script_restarts_with_back_off(box, core, tools) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "crash"}, "data": {
         "crash.py": "import sys\nprint('crashing', flush=True)\nsys.exit(3)\n"}})
     core.create_namespaced_pod("default", {"metadata": {"name": "crasher"}, "spec": {
-        "containers": [{"name": "c", "image": "python:3.12", "command": ["python3", "-u", "/code/crash.py"],
+        "tolerations": SYSTEM, "containers": [{"name": "c", "image": "python:3.12", "command": ["python3", "-u", "/code/crash.py"],
                         "volumeMounts": [{"name": "code", "mountPath": "/code"}]}],
         "volumes": [{"name": "code", "configMap": {"name": "crash"}}]}})
 

@@ -98,7 +98,9 @@ def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() 
     assert pod["containers"][0]["image"] == "rayproject/ray:2.46.0"
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]} in terms[0]["matchExpressions"]
-    assert "tolerations" not in pod  # so never on the tainted GPU nodes either
+    # The system pool's taint only: never the GPU nodes' nvidia.com/gpu taint.
+    assert pod["tolerations"] == [{"key": "components.gke.io/gke-managed-components", "operator": "Equal",
+                                   "value": "true", "effect": "NoSchedule"}]
     run = objs[f"ConfigMap/{ms.run_configmap(job)}"]
     assert json.loads(run["data"]["spec.json"])["max_attempts"] == 3
     assert run["data"]["job.run_nemo_rl.sh"] == "echo hi\n"
@@ -108,14 +110,19 @@ def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() 
 
 
 def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_3_9() -> None:
-    source = ms.supervisor_source()
-    assert source == Path(sup.__file__).read_text()
-    ast.parse(source, feature_version=(3, 9))
-    imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
-                if isinstance(n, ast.Import)} | {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
-                                                  if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "calendar", "http", "json", "logging", "os", "re", "signal", "ssl", "sys",
-                        "tempfile", "time", "urllib", "pathlib", "typing", "ray"}
+    from rltui.oncluster import kubeapi
+
+    sources = ms.supervisor_sources()
+    assert sources == {"supervisor.py": Path(sup.__file__).read_text(),
+                       "kubeapi.py": Path(kubeapi.__file__).read_text()}
+    for source in sources.values():
+        ast.parse(source, feature_version=(3, 9))
+        imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
+                    if isinstance(n, ast.Import)} | {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
+                                                      if isinstance(n, ast.ImportFrom) and n.module}
+        assert imported <= {"__future__", "calendar", "http", "json", "logging", "os", "queue", "re", "signal",
+                            "ssl", "sys", "tempfile", "threading", "time", "urllib", "pathlib", "typing", "ray",
+                            "asyncio", "kubeapi"}
 
 
 def test_the_recovery_line_says_what_the_monitor_shows() -> None:

@@ -66,6 +66,10 @@ NETWORK_ADDRESS_RANGE = "10.0.0.0/9"   # vpc variables.tf network_address_range 
 IAP_RANGE = "35.235.240.0/20"          # vpc main.tf allow_iap_ingress
 BLUEPRINT_RANGE = "192.168.0.0/16"     # xpk's `<c>-internal-i` rules
 IPS_PER_NAT = 2                        # vpc variables.tf ips_per_nat default
+# gke-cluster variables.tf system_node_pool_taints default (lines 301-313 at v1.94.0); xpk's
+# blueprint does not override it, and patches Kueue and JobSet to tolerate it instead.
+SYSTEM_POOL_TAINT = {"key": "components.gke.io/gke-managed-components", "value": "true",
+                     "effect": "NO_SCHEDULE"}
 RDMA_SUBNETS = 8
 ALL_PORTS = [{"IPProtocol": "tcp", "ports": ["0-65535"]}, {"IPProtocol": "udp", "ports": ["0-65535"]},
              {"IPProtocol": "icmp"}]
@@ -198,7 +202,9 @@ def a4_resources(p: Params) -> list[Res]:
     system = Res(f"module.{c}-a4-cluster.google_container_node_pool.system_node_pools[0]", "node_pool",
                  "system", "gke-cluster", (cluster.address,),
                  spec={"machine_type": p.cpu_machine_type, "node_count": max(1, p.cpu_nodes),
-                       "labels": labels(p.deployment, "gke-cluster", "scheduler")})
+                       "labels": labels(p.deployment, "gke-cluster", "scheduler"),
+                       # gke-cluster variables.tf system_node_pool_taints' default (xpk sets none).
+                       "taints": [SYSTEM_POOL_TAINT]})
     gpu = Res(f"module.{c}-a4-pool.google_container_node_pool.node_pool[0]", "node_pool",
               pool_name(c, p.machine_type), "gke-node-pool", (cluster.address,),
               spec={"machine_type": p.machine_type, "node_count": p.num_nodes, "spot": p.spot,

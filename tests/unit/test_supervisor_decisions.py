@@ -1,0 +1,207 @@
+"""The supervisor's decisions where the cluster is not kind: a node gone without a shutdown
+(Ray fails the driver before Kubernetes notices), a new head whose workers may still be bound
+to the old GCS, a log tail that reconnects, and a follower that asks before Ray accepted an
+attempt. Its seams (the in-cluster Kube client, Ray's job API) are stood in for by small
+classes with the same methods; the rest is the supervisor's own code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from rltui.oncluster import supervisor as sup
+
+T0 = 1_000_000.0
+
+
+def _stamp(t: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _pod(name: str, uid: str, *, head: bool = False, ready: bool = True, started: float = T0,
+         ready_since: float = T0, restarts: int = 0) -> dict:
+    return {"metadata": {"name": name, "uid": uid, "creationTimestamp": _stamp(T0 - 600),
+                         "labels": {"ray.io/node-type": "head" if head else "worker"}},
+            "spec": {"nodeName": f"node-{name}"},
+            "status": {"phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                       "lastTransitionTime": _stamp(ready_since)}],
+                       "containerStatuses": [{"restartCount": restarts,
+                                              "state": {"running": {"startedAt": _stamp(started)}}}]}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tail:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.done.set()
+
+    def take(self) -> str:
+        return ""
+
+    def stop(self) -> None:
+        pass
+
+
+class FakeRay:
+    def __init__(self, status: str) -> None:
+        self.status, self.submitted = status, []
+
+    def job(self, job_id: str) -> dict | None:
+        return {"status": self.status, "message": "Job entrypoint command failed with exit code 1"}
+
+    def tail(self, job_id: str) -> Tail:
+        return Tail()
+
+    def answers(self) -> bool:
+        return True
+
+    def submit(self, job_id: str, spec: dict, files: dict) -> None:
+        self.submitted.append(job_id)
+
+
+class FakeKube:
+    def __init__(self, state: dict, pods: list[dict], spec: dict) -> None:
+        self.data = {"spec.json": json.dumps(spec), "state.json": json.dumps(state)}
+        self.pods, self.pod_watch = pods, None
+        self.saved: list[dict] = []
+
+    def configmap(self, name: str) -> dict:
+        return {"data": dict(self.data)}
+
+    def save_state(self, name: str, state: dict) -> None:
+        self.saved.append(json.loads(json.dumps(state)))
+        self.data["state.json"] = json.dumps(state)
+
+    def ray_pods(self, cluster: str) -> list[dict]:
+        return self.pods
+
+    def raycluster(self, name: str) -> dict:
+        return {"spec": {"workerGroupSpecs": [{"replicas": 1}]}}
+
+
+SPEC = {"run": "r", "raycluster": "rc", "entrypoint": "bash run.sh", "max_attempts": 3, "node_grace_s": 60.0,
+        "gcs_reconnect_s": 60.0}
+
+
+def _running_state(pods: list[dict]) -> dict:
+    return {"status": "RUNNING", "attempts": [{"id": "r", "by": "rltui", "status": "RUNNING", "started_at": T0,
+                                               "pods": sup.pod_snapshot(pods), "last_step": 7}]}
+
+
+def test_a_failure_with_every_pod_ready_waits_for_the_node_grace_period() -> None:
+    """A VM gone without a shutdown: Ray fails the driver at once, the pods still look Ready."""
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w")
+    kube, ray, clock = FakeKube(_running_state([head, worker]), [head, worker], SPEC), FakeRay("FAILED"), Clock()
+    s = sup.Supervisor(kube, ray, "rltui-run-r", clock)  # type: ignore[arg-type]
+    assert s.tick() == "RUNNING"  # before: FAILED, "not retried", at once
+    assert "node-monitor grace period" in kube.saved[-1]["waiting"]
+    clock.now += 30
+    assert s.tick() == "RUNNING"
+    # The node controller marks the lost node's pods not Ready: a preemption after all.
+    kube.pods = [head, _pod("rc-worker", "w", ready=False)]
+    clock.now += 31
+    assert s.tick() == "RECOVERING"
+    assert kube.saved[-1]["message"].startswith("preempted: pod rc-worker")
+
+
+def test_a_failure_still_with_every_pod_ready_after_the_grace_is_the_jobs_own() -> None:
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w")
+    kube, clock = FakeKube(_running_state([head, worker]), [head, worker], SPEC), Clock()
+    s = sup.Supervisor(kube, FakeRay("FAILED"), "rltui-run-r", clock)  # type: ignore[arg-type]
+    s.tick()
+    clock.now += 61
+    assert s.tick() == "FAILED"
+    assert "with no node lost, so it is not retried" in kube.saved[-1]["message"]
+
+
+def test_a_new_head_waits_until_its_workers_can_have_joined_it() -> None:
+    old_head = _pod("rc-head-a", "h1", head=True)
+    worker = _pod("rc-worker", "w", started=T0 - 100)
+    before = sup.pod_snapshot([old_head, worker])
+    new_head = _pod("rc-head-b", "h2", head=True, started=T0, ready_since=T0 + 5)
+    # The worker's container started before the new head: its raylet may still retry the old GCS.
+    assert "started before it" in sup.stale_workers(before, [new_head, worker], T0 + 10, 60.0)
+    assert sup.stale_workers(before, [new_head, worker], T0 + 66, 60.0) == ""  # it would have restarted
+    restarted = _pod("rc-worker", "w", started=T0 + 20, restarts=1)
+    assert sup.stale_workers(before, [new_head, restarted], T0 + 21, 60.0) == ""
+    # The same head as the attempt's: its workers never lost the GCS.
+    assert sup.stale_workers(before, [old_head, _pod("rc-worker-2", "w2", started=T0 + 50)], T0 + 51, 60.0) == ""
+
+
+def test_the_resubmit_is_saved_as_submitted_then_pending_once_ray_has_it() -> None:
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w2", started=T0 + 10)
+    state = {"status": "RECOVERING", "message": "preempted: pod rc-worker was lost", "saved_step": 6,
+             "attempts": [{"id": "r", "status": "FAILED", "pods": sup.pod_snapshot([head, _pod("rc-worker", "w")])}]}
+    kube, ray, clock = FakeKube(state, [head, worker], SPEC), FakeRay("PENDING"), Clock()
+    clock.now = T0 + 20
+    s = sup.Supervisor(kube, ray, "rltui-run-r", clock)  # type: ignore[arg-type]
+    assert s.tick() == "RUNNING"
+    assert ray.submitted == ["r-a2"]
+    assert [a["status"] for a in kube.saved[0]["attempts"]] == ["FAILED", "SUBMITTED"]  # before Ray has it
+    assert kube.saved[-1]["attempts"][-1]["status"] == "PENDING"
+
+
+def test_a_reconnected_tail_hands_out_each_character_once() -> None:
+    tail = sup.LogTail.__new__(sup.LogTail)  # no thread: the chunks are put by hand
+    import queue
+
+    tail._chunks, tail._taken, tail._seen = queue.Queue(), 0, {}
+    tail._chunks.put((1, "Step 1\nSte"))
+    assert tail.take() == "Step 1\nSte"
+    tail._chunks.put((2, "Step 1\nStep 2\n"))  # a new connection sends the log from its start
+    tail._chunks.put((2, "Step 3\n"))
+    assert tail.take() == "p 2\nStep 3\n"
+    progress = sup.Progress()
+    progress.feed("===== Step 1/20 =====\n===== Ste")
+    progress.feed("p 2/20 =====\n")
+    assert progress.step == 2
+
+
+def test_a_follower_waits_for_an_attempt_ray_has_not_accepted_yet() -> None:
+    """The attempt is in the ConfigMap as SUBMITTED before Ray has it: a NotFound then is not
+    "the log went with the lost Ray head"."""
+    from rltui.cloud.errors import CloudError
+    from rltui.plan import supervision
+
+    states = [
+        {"status": "RUNNING", "attempts": [{"id": "r", "status": "FAILED"}, {"id": "r-a2", "status": "SUBMITTED"}]},
+        {"status": "RUNNING", "attempts": [{"id": "r", "status": "FAILED"}, {"id": "r-a2", "status": "PENDING"}]},
+        {"status": "SUCCEEDED", "attempts": [{"id": "r", "status": "FAILED"}, {"id": "r-a2", "status": "SUCCEEDED"}]},
+    ]
+
+    class Kube:
+        async def get(self, kind: str, name: str) -> dict:
+            return {"data": {"state.json": json.dumps(states[0] if len(states) == 1 else states.pop(0))}}
+
+    class Ctx:
+        async def kube(self) -> Kube:
+            return Kube()
+
+    class Jobs:
+        asked = 0
+
+        async def follow(self, job_id: str, say: Any) -> str:
+            Jobs.asked += 1
+            if Jobs.asked == 1:
+                raise CloudError("no such job", transient=False, code="NotFound")
+            await say("===== Step 7/20 =====\n")
+            return "SUCCEEDED"
+
+    out: list[str] = []
+    run = supervision.parse_state("r", {"state.json": json.dumps(states[0])})
+    final = asyncio.run(supervision.follow_run(Ctx(), Jobs(), run, "r-a2", out.append, poll_s=0.01))  # type: ignore[arg-type]
+    text = "".join(out)
+    assert final == "SUCCEEDED" and "Step 7/20" in text
+    assert "went with the lost Ray head" not in text
