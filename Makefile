@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint sandbox screens chaos bench
+.PHONY: test lint sandbox screens chaos bench ray-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
+
+# The sandbox's cluster runs the image's Ray 2.46.0, not rltui's (rltui/sandbox/images.py): a venv
+# of its own with requirements-ray.txt, made afresh (--clear) only when that file changes: about
+# a minute and 410 MB. RLTUI_SANDBOX_RAY_ENV points the sandbox at another one.
+RAY_VENV  := .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed-stamp
+
+$(RAY_STAMP): requirements-ray.txt
+	$(PYTHON) -m venv --clear $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-ray.txt
+	touch $@
+
+ray-env: $(RAY_STAMP)
 
 # ruff, then mypy: both bare, so they check what pyproject.toml names (the whole tree; rltui).
 lint: $(STAMP)
@@ -25,25 +38,25 @@ lint: $(STAMP)
 # tests/conftest.py keeps the tests of one shared process (the sandbox, the demo's Ray head) in
 # one worker and a file's tests together, the sandbox's (the longest) first.
 WORKERS ?= 2
-test: lint
+test: lint ray-env
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # SIGKILL of up and down at seeded moments under --faults 0.2, and a preemption with no rltui
 # running (tests/chaos/test_chaos.py; RLTUI_CHAOS_SEED picks other moments). About 15 minutes.
-chaos: $(STAMP)
+chaos: $(STAMP) ray-env
 	$(BIN)/python -m pytest -m chaos tests/chaos
 
 # The wizard against the local sandbox; env.sh (git-ignored, 0600) starts as the sandbox example.
 ENV ?= env.sh
-sandbox: $(STAMP)
+sandbox: $(STAMP) ray-env
 	@test -e $(ENV) || (cp assets/sandbox.env.sh $(ENV) && chmod 600 $(ENV) && echo "wrote $(ENV) from assets/sandbox.env.sh")
 	$(BIN)/rltui --sandbox --env $(ENV)
 
 # screens/<name>.svg, one per wizard screen, rendered from a live sandbox run (about 2 minutes).
-screens: $(STAMP)
+screens: $(STAMP) ray-env
 	$(BIN)/python -m rltui.gallery --out screens
 
 # The performance figures (issue 13), each script's last line `name: value (goal)`; outside
 # `make test` (each starts its own sandbox; minutes each).
-bench: $(STAMP)
+bench: $(STAMP) ray-env
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

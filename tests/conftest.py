@@ -33,6 +33,23 @@ HOME_DIRS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_STAT
              "XDG_DATA_HOME": ".local/share"}
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Every Ray head of the suite (the sandbox's, the demo's, the clients') runs the cluster's Ray
+    from the sandbox's Ray environment (rltui/sandbox/images.py): without it, stop at once with
+    the one line that says how to install it, not with a failure per test minutes later. Checked
+    as the tests see it: without the developer's RLTUI_SANDBOX_RAY_ENV (developer_env_removed)."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its controller checked
+        return
+    from rltui.sandbox import images
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(images.ENV_VAR, raising=False)
+        try:
+            images.ray_env()
+        except images.MissingRayEnv as exc:
+            pytest.exit(f"tests: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def developer_vars(environ: Mapping[str, str]) -> list[str]:
     return sorted(name for name in environ if name.startswith(DEVELOPER_PREFIXES) and not name.startswith(KEPT))
 

@@ -2,11 +2,12 @@
 
 Not `ray.job_submission.JobSubmissionClient`: importing it costs ~49 MB of RSS and 0.4 s in
 the wizard's process (issue 13); rayrest.py speaks its protocol over aiohttp, read from ray
-2.60.0's sdk.py and dashboard_sdk.py. Every call runs under a deadline; connection trouble and
-429/5xx are retried with jittered backoff.
+2.60.0's sdk.py and dashboard_sdk.py, and answered the same by the cluster's Ray 2.46.0 (the
+nemo-rl v0.4.0 image's; rayrest.py says where they differ). Every call runs under a deadline;
+connection trouble and 429/5xx are retried with jittered backoff.
 
 A duplicate submission id is refused by Ray with HTTP 500 (job_head.py `submit_job` turns the
-agent's 400 "already exists" into 500) and a traceback as the body: that is not a structured
+agent's 400 "already exists" into 500, in 2.46.0 as in 2.60.0) and a traceback as the body: that is not a structured
 answer, so `submit` asks GET /api/jobs/{id} before its first POST (200: it exists, a clear
 permanent AlreadyExists) and after a failed POST (200: the POST took effect, the job is ours).
 

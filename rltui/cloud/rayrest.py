@@ -23,6 +23,15 @@ over `ray/dashboard/modules/dashboard_sdk.py` (SubmissionClient), answered by
   SDK's default `verify=True` does.
 Each call opens its own session, as the SDK's requests calls do: no session outlives a call.
 
+The server is the cluster's Ray, 2.46.0 on nvcr.io/nvidia/nemo-rl:v0.4.0 (tests/ray/test_ray246.py
+runs these calls against one). Its `ray/dashboard/modules/job/job_head.py` serves the same routes
+with the same answers (JobDetails with the fields read here; a tail ends with close code 1000),
+without 2.60's token middleware (an Authorization header is ignored). Its dashboard answers 500 to
+a request without a User-Agent header (`ray/dashboard/optional_utils.py` `is_browser_request`
+reads `req.headers["User-Agent"]`; 2.60 reads it with .get): aiohttp always sends one, so never
+`skip_auto_headers` it. The package is what 2.60's client makes; 2.46.0's `packaging.py` has no
+.rayignore and no default excludes, but what is uploaded is the client's choice: any head unpacks it.
+
 The package itself, reproduced from ray 2.60.0, `ray/_private/runtime_env/packaging.py`:
 - the package's name is content-addressed, `gcs://_ray_pkg_<hex>.zip` (`get_uri_for_directory`):
   every path under the dir, the dir itself included, gives sha1(relative path [+ file bytes]);

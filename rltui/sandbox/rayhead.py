@@ -4,6 +4,10 @@ Started as `ray start --head --block` in its own session, with a free port for e
 would otherwise take from a fixed default, so a developer's sandbox and a test session can run
 side by side. Stopped by signalling its PID and then its own session: never `ray stop`, which
 kills every Ray on the machine.
+
+The head is the cluster's Ray, so it runs the image's Ray, not rltui's: by default the `ray` of the
+sandbox's Ray environment (images.py: Ray 2.46.0, as nvcr.io/nvidia/nemo-rl:v0.4.0 pins it), or the
+`ray` executable a caller names.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+
+from rltui.sandbox import images
 
 # Ray puts unix sockets under <temp_dir>/session_<date>_<time>_<usec>_<pid>/sockets/...,
 # and a socket path must stay under 107 bytes.
@@ -52,15 +57,10 @@ def free_ports(n: int) -> list[int]:
         return ports
 
 
-def ray_executable() -> Path:
-    """The `ray` CLI of the interpreter running us (it lives beside sys.executable in a venv)."""
-    beside = Path(sys.executable).parent / "ray"
-    if beside.exists():
-        return beside
-    found = shutil.which("ray")
-    if found is None:
-        raise FileNotFoundError(f"no ray executable beside {sys.executable} or on PATH")
-    return Path(found)
+def ray_executable(image: str | None = None) -> Path:
+    """The `ray` CLI of the environment that runs `image` (default: the sandbox's Ray environment);
+    images.MissingRayEnv, one line naming `make ray-env`, when it is not installed."""
+    return (images.ray_env() if image is None else images.for_image(image)).ray
 
 
 def _proc_table() -> dict[int, tuple[str, int, int, int, int]]:
@@ -116,8 +116,11 @@ class RayHead:
         self._owns_temp_dir = owns_temp_dir
 
     @classmethod
-    def start(cls, temp_dir: Path | None, env: dict[str, str], num_cpus: int = 1) -> "RayHead":
-        """Launch the head; `env` is laid over this process's environment (e.g. PATH, NEMO_RL_DIR)."""
+    def start(cls, temp_dir: Path | None, env: dict[str, str], num_cpus: int = 1,
+              ray: Path | None = None) -> "RayHead":
+        """Launch the head with `ray` (default: ray_executable()); `env` is laid over this process's
+        environment (e.g. PATH, NEMO_RL_DIR)."""
+        ray = ray_executable() if ray is None else ray
         owns = temp_dir is None
         if temp_dir is None:
             temp_dir = Path(tempfile.mkdtemp(prefix="rlray", dir="/tmp"))
@@ -129,7 +132,7 @@ class RayHead:
             )
         temp_dir.mkdir(parents=True, exist_ok=True)
         ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
-        argv = [str(ray_executable()), "start", "--head", "--block",
+        argv = [str(ray), "start", "--head", "--block",
                 "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1",
                 "--num-cpus", str(num_cpus), "--object-store-memory", str(OBJECT_STORE_BYTES),
                 "--include-log-monitor", "false", "--disable-usage-stats",
@@ -140,6 +143,9 @@ class RayHead:
             argv += [flag, str(port)]
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
         child_env.update(env)
+        # The environment's bin first, so a job's `python` is the image's: the nemo-rl image puts
+        # /opt/nemo_rl_venv/bin first on PATH (NVIDIA-NeMo/RL v0.4.0 docker/Dockerfile line 103).
+        child_env["PATH"] = os.pathsep.join(p for p in (str(Path(ray).parent), child_env.get("PATH")) if p)
         child_env.update({
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",

@@ -133,7 +133,7 @@ def demo_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRay]:
     }
     head = RayHead.start(None, env, num_cpus=1)
     try:
-        head.wait_ready(timeout=30)
+        head.wait_ready(timeout=90)
         yield DemoRay(head, nemo_rl, lustre, bin_dir)
     finally:
         head.stop()

@@ -280,7 +280,9 @@ def test_uv_shim_runs_only_uv_run_python(tmp_path: Path) -> None:
     uv = write_uv_shim(tmp_path / "bin")
     ran = subprocess.run([str(uv), "run", "python", "-c", "import sys; print(sys.executable)"],
                          capture_output=True, text=True, timeout=30)
-    assert ran.returncode == 0 and ran.stdout.strip() == sys.executable
+    from rltui.sandbox.images import ray_env
+
+    assert ran.returncode == 0 and ran.stdout.strip() == str(ray_env().python)  # the image's Python
     refused = subprocess.run([str(uv), "sync"], capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2 and "only 'uv run python ARGS...'" in refused.stderr
 

@@ -1,9 +1,25 @@
 """Containers the kubelet runs as REAL LOCAL PROCESSES: a pod whose one container runs a Python
 script that lives in one of the pod's ConfigMap volumes (`command: [python, /opt/rltui/x.py]`
 with `/opt/rltui` a configMap mount) - such as rltui's job supervisor on the
-`rayproject/ray` image - is run with the sandbox's own Python (`sys.executable`), in its own
+`rayproject/ray:2.46.0` image - is run with the Python of the environment that stands for its
+image (images.py: Ray 2.46.0, not rltui's own), that environment's bin first on PATH, in its own
 session, its stdout and stderr copied into the pod's log. Other containers keep the pretend
 behaviour (kubelet.py).
+
+Images: a container the sandbox runs for real (such a process, or a head pod's Ray container,
+headpod.py) needs an environment for its image. Without one the kubelet reports the image as
+one it cannot pull, in the kubelet's own words and states (Kubernetes pkg/kubelet/images/
+image_manager.go `pullImage`, `evalCRIPullErr`; pkg/kubelet/kuberuntime/kuberuntime_container.go
+`startContainer`): events Pulling `Pulling image "<image>"`, Failed `Failed to pull image
+"<image>": <error>`, Failed `Error: ErrImagePull`, the container waiting with reason ErrImagePull
+and the error as its message; then, while the pull backs off, BackOff `Back-off pulling image
+"<image>"`, Failed `Error: ImagePullBackOff`, reason ImagePullBackOff with message `Back-off
+pulling image "<image>": ErrImagePull: <error>` (the previous error, prevPullErrMsg); pulled
+again after 10 s, doubling to 300 s (pkg/kubelet/kubelet.go imageBackOffPeriod,
+MaxImageBackOff), so an environment installed meanwhile (`make ray-env`) is found. The error
+text is the sandbox's own and says so (no registry is asked). Not modelled: when exactly the
+kubelet's next sync turns ErrImagePull into ImagePullBackOff (here IMAGE_SYNC_S later), and the
+back-off's real seconds are not scaled by the sandbox's speed (as CrashLoopBackOff's here).
 
 What the kubelet does first, and how the sandbox does it:
 - ConfigMap volumes (kubelet volume plugin configmap): each key (or each `items` entry) a file
@@ -46,16 +62,17 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
+from rltui.sandbox import images
 from rltui.sandbox import nodes as gke
 from rltui.sandbox.kube import serviceaccounts
 from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.store import now
 from rltui.sandbox.kuberay.pods import _meta, _pod_status
 from rltui.sandbox.kuberay.svcproxy import ServiceAddresses
+from rltui.sandbox.kuberay.templates import _is_head
 
 log = logging.getLogger("rltui.sandbox.kuberay")
 
@@ -63,6 +80,8 @@ SA_DIR_ENV = "RLTUI_SERVICE_ACCOUNT_DIR"
 IN_CLUSTER_SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 BACKOFF_S, MAX_BACKOFF_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 STOP_GRACE_CAP_S = 10.0  # the controller's stop does not wait longer per process
+IMAGE_BACKOFF_S, MAX_IMAGE_BACKOFF_S = 10.0, 300.0  # pkg/kubelet/kubelet.go imageBackOffPeriod, MaxImageBackOff
+IMAGE_SYNC_S = 1.0  # ErrImagePull until the next sync finds the pull backing off (the sandbox's choice)
 _PYTHON = re.compile(r"python(3(\.[0-9]+)?)?")
 
 
@@ -217,7 +236,11 @@ class ProcessPods:
         if sa_dir is not None:
             mounts.setdefault(IN_CLUSTER_SA_DIR, sa_dir)
         env = await self._process_env(pod, container, sa_dir)
-        argv = [sys.executable, *[_rewrite_path(a, mounts) for a in _argv(container)[1:]]]
+        python = images.for_image(str(container.get("image", ""))).python
+        if not any(e.get("name") == "PATH" for e in container.get("env") or []):
+            # The image's Python first on PATH, as its ENV PATH puts it (the container's own PATH wins).
+            env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
+        argv = [str(python), *[_rewrite_path(a, mounts) for a in _argv(container)[1:]]]
         cwd = _rewrite_path(str(container.get("workingDir") or ""), mounts) or str(self._pod_dir(_meta(pod)["uid"]))
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -311,6 +334,53 @@ class ProcessPods:
                                 for c in status.get("conditions") or []]
         await self._set_status(uid, ns, name, status)
         self._settled.add(uid)
+
+    # ---- images the sandbox cannot run ---------------------------------------------------------
+
+    @staticmethod
+    def _unrunnable_image(pod: dict, container: dict) -> str | None:
+        """Why no environment runs `container`'s image here (images.py), or None: one does, or the
+        sandbox only pretends to run this container (any image then does)."""
+        spec = pod.get("spec") or {}
+        first = (spec.get("containers") or [{}])[0]
+        real = script_container(pod) or (first if _is_head(pod) else None)
+        if real is None or real.get("name") != container.get("name"):
+            return None
+        try:
+            images.for_image(str(container.get("image", "")))
+        except images.ImageUnavailable as exc:
+            return str(exc)
+        return None
+
+    async def _image_pull_failing(self, uid: str, ns: str, name: str, node_name: str, container: dict,
+                                  error: str) -> None:
+        """The kubelet's failed pull and its back-off (module doc), until a retry finds an
+        environment for the image; _Gone or cancelled when the pod goes meanwhile."""
+        boot = self._boots.pop(uid, None)  # a head begun during the pull (headpod.py): it cannot start
+        if boot is not None:
+            boot.add_done_callback(lambda f: f.cancelled() or f.exception())
+            boot.cancel()
+        image, backoff = str(container.get("image", "")), IMAGE_BACKOFF_S
+        while True:
+            pod = await self._pod(uid, ns, name)
+            await self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet", node_name)
+            await self._event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {error}', "kubelet",
+                              node_name)
+            await self._event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet", node_name)
+            await self._waiting(uid, ns, name, "ErrImagePull", error)
+            await asyncio.sleep(IMAGE_SYNC_S)
+            pod = await self._pod(uid, ns, name)
+            await self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet", node_name)
+            await self._event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet", node_name)
+            await self._waiting(uid, ns, name, "ImagePullBackOff",
+                                f'Back-off pulling image "{image}": ErrImagePull: {error}')
+            await asyncio.sleep(max(backoff - IMAGE_SYNC_S, 0.0))
+            backoff = min(backoff * 2, MAX_IMAGE_BACKOFF_S)
+            pod = await self._pod(uid, ns, name)
+            again = self._unrunnable_image(pod, container)
+            if again is None:
+                return
+            error = again
 
     # ---- stopping -------------------------------------------------------------------------------
 
