@@ -49,6 +49,7 @@ def equivalent_script(cfg: RLConfig) -> str:
     pv_yaml = pv_yaml.replace("__LUSTRE_IP__", "${LUSTRE_IP}")
     secret = q(secret_name(cfg))
     n = cfg.num_nodes
+    sel = q(f"ray.io/cluster={cfg.cluster_name}")  # KubeRay's label on the RayCluster's pods
     return f"""#!/bin/bash
 # "Scale RL with GKE and Managed Lustre", as rltui {__version__} runs it.
 # Usage: bash rltui-codelab.sh up|submit|logs|down     (run beside your env.sh)
@@ -114,9 +115,14 @@ RLTUI_EOF
   kubectl apply -f - <<'RLTUI_EOF'
 {to_yaml(ray_cluster(cfg)).rstrip()}
 RLTUI_EOF
-  # Ready means every worker and the head, not .status.state (set once, never cleared).
-  kubectl wait raycluster/{C} --for=condition=HeadPodReady --timeout=60m
-  kubectl wait raycluster/{C} --for=jsonpath='{{.status.readyWorkerReplicas}}'={n} --timeout=60m
+  # Ready means the head pod and every worker pod Ready, not .status.state (set once, never
+  # cleared). The pods say it on every KubeRay: `kubectl wait raycluster/{C}
+  # --for=condition=HeadPodReady` works only from KubeRay 1.3 (readyWorkerReplicas from 1.2).
+  # `kubectl wait -l` fails while no pod matches: first wait for the pods to exist.
+  until [ -n "$(kubectl get pods -l {sel},ray.io/node-type=head -o name)" ]; do sleep 10; done
+  kubectl wait pod -l {sel},ray.io/node-type=head --for=condition=Ready --timeout=60m
+  until [ "$(kubectl get pods -l {sel},ray.io/node-type=worker -o name | wc -l)" -ge {n} ]; do sleep 10; done
+  kubectl wait pod -l {sel},ray.io/node-type=worker --for=condition=Ready --timeout=60m
 }}
 
 port_forward() {{

@@ -2,7 +2,8 @@
 
 apply/get/list/delete return plain dicts (the JSON the API server sent, as kubectl shows it);
 watches resume from the last resourceVersion after a cut and relist after 410 Gone; RayCluster
-readiness is read from replica counts and the HeadPodReady condition, never from `state`.
+readiness is read from replica counts and the HeadPodReady condition, or from its pods where
+KubeRay writes no such condition, never from `state` (rayhealth.py).
 Secrets: neither an object nor its data ever goes into an exception or a log line.
 """
 
@@ -22,6 +23,9 @@ from typing import Any, TypeVar
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, classify, retry
+from .rayhealth import RayClusterHealth as RayClusterHealth  # re-exported: callers read health here
+from .rayhealth import raycluster_health as raycluster_health
+from .rayhealth import wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +75,6 @@ class KubeEvent:
     has been delivered (after the first list and after every relist)."""
     type: str
     obj: Obj
-
-
-@dataclass(frozen=True)
-class RayClusterHealth:
-    ready: bool
-    head_ready: bool
-    ready_workers: int
-    desired_workers: int
-    state: str       # KubeRay's `state`: informative only (it is never cleared)
-    message: str
 
 
 def kind_of(name: str) -> Kind:
@@ -477,34 +471,9 @@ class KubeAdapter:
     async def wait_raycluster_ready(self, name: str,
                                     on_update: Callable[[RayClusterHealth], Any] | None = None,
                                     timeout_s: float = 1800.0) -> Obj:
-        """Wait until every worker and the head are ready; `on_update` on every change."""
-        last: RayClusterHealth | None = None
-        seen = False
-        try:
-            async with asyncio.timeout(timeout_s), contextlib.aclosing(self.watch(
-                    "rayclusters", field_selector=f"metadata.name={name}")) as events:
-                async for event in events:
-                    if event.type == "SYNCED":
-                        if not seen:
-                            raise CloudError(f"RayCluster {name} not found: apply"
-                                             " ray-cluster.yaml first", transient=False,
-                                             code="NotFound")
-                        continue
-                    if event.type == "DELETED":
-                        raise CloudError(f"RayCluster {name} was deleted while starting",
-                                         transient=False, code="Deleted")
-                    seen = True
-                    health = raycluster_health(event.obj)
-                    if health != last and on_update is not None:
-                        on_update(health)
-                    last = health
-                    if health.ready:
-                        return event.obj
-        except TimeoutError:
-            pass
-        detail = last.message if last else "no status yet"
-        raise CloudError(f"RayCluster {name} not ready after {timeout_s:.0f} s ({detail})",
-                         transient=True, code="Timeout")
+        """Wait until every worker and the head are ready; `on_update` on every change. Read from
+        the RayCluster, and from its pods where it has no HeadPodReady condition (rayhealth.py)."""
+        return await wait_ready(self, name, on_update, timeout_s)
 
 
 class _Informer:
@@ -544,29 +513,6 @@ def _difference(known: dict[tuple[str, str], Obj],
                 (obj.get("metadata") or {}).get("resourceVersion"):
             out.append(KubeEvent("MODIFIED", obj))
     return out
-
-
-def _condition(obj: Obj, kind: str) -> Obj:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            found: Obj = cond
-            return found
-    return {}
-
-
-def raycluster_health(rc: Obj) -> RayClusterHealth:
-    """Ready = readyWorkerReplicas == desiredWorkerReplicas and HeadPodReady True (not `state`)."""
-    status = rc.get("status") or {}
-    ready_workers = int(status.get("readyWorkerReplicas") or 0)
-    desired = int(status.get("desiredWorkerReplicas") or 0)
-    head = _condition(rc, "HeadPodReady")
-    head_ready = head.get("status") == "True"
-    ready = head_ready and ready_workers == desired and "desiredWorkerReplicas" in status
-    message = f"head {'ready' if head_ready else 'not ready'}"
-    if not head_ready and (head.get("message") or head.get("reason")):
-        message += f" ({head.get('message') or head.get('reason')})"
-    message += f", workers {ready_workers}/{desired} ready"
-    return RayClusterHealth(ready, head_ready, ready_workers, desired, status.get("state", ""), message)
 
 
 # ----- GKE: endpoint, CA and an ADC token (no kubeconfig) ---------------------------------

@@ -23,6 +23,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_health
 from ..names import blueprint_names
 from .. import manifests
 from . import leftovers, xpkstate
@@ -327,7 +328,11 @@ async def _kubernetes(ctx: Context, cluster_call: asyncio.Future[Any],
         objs, nodes = await asyncio.gather(
             asyncio.gather(*(kube.get(plural, name) for _, plural, name in wanted)),
             _nodes(kube))
-        out = [_kube_resource(kind, plural, name, obj)
+        pods = None
+        if objs[0] is not None and not has_head_condition(objs[0]):
+            # A KubeRay without the HeadPodReady condition (before 1.3, or its gate off): the pods say.
+            pods = await kube.list("pods", pod_selector(cfg.cluster_name))
+        out = [_kube_resource(kind, plural, name, obj, pods)
                for (kind, plural, name), obj in zip(wanted, objs, strict=True)]
         job = None
         if job_call is not None and out[0].present:
@@ -350,14 +355,12 @@ async def _nodes(kube: Any) -> list[dict[str, Any]] | None:
     return nodes
 
 
-def _kube_resource(kind: str, plural: str, name: str, obj: Any) -> Resource:
+def _kube_resource(kind: str, plural: str, name: str, obj: Any, pods: list[Any] | None = None) -> Resource:
     if obj is None:
         return Resource(kind, name, "absent", True)
     owned = (obj.get("metadata", {}).get("labels") or {}).get(K8S_OWNED) == "rltui"
     if plural == "rayclusters":
-        from ..cloud.kube import raycluster_health
-
-        health = raycluster_health(obj)
+        health = raycluster_health(obj, pods)
         return Resource(kind, name, "ready" if health.ready else "not ready", owned,
                         detail=health.message)
     state = "present"

@@ -30,7 +30,8 @@ Projects start strict, as Google makes them: only the default-enabled APIs are o
   signed in, by the real `gcloud auth activate-service-account --key-file=<adc>` (which fetches a
   token from the token endpoint, so it runs once the sites answer): `gcloud auth list` shows an
   ACTIVE account, as in Cloud Shell. API calls use the access-token file instead.
-- A toy KubeRay controller that starts a real Ray head when the head pod runs.
+- A toy KubeRay controller that starts a real Ray head when the head pod runs; it behaves as the
+  KubeRay release `--kuberay-version` names (kuberay/versions.py; status key `kuberay_version`).
 
 It writes `daemon.json` (the endpoints) only once all of them answer; `rltui sandbox stop`
 sends SIGTERM, and the daemon stops its Ray heads by PID before it exits.
@@ -95,7 +96,7 @@ def _loopback_socket() -> socket.socket:
 
 async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
                 lustre_quota_gib: int | None = None, quotas: dict[str, float] | None = None,
-                denied: list[str] | None = None) -> None:
+                denied: list[str] | None = None, kuberay_version: str | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -118,6 +119,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .proxy import host_table, start_proxy
     from .kube.store import KubeStore
     from .kuberay import KubeRayController, add_preempt_route
+    from .kuberay.versions import KubeRay
     from .control import add_control_routes
     from .lustre_meter import LustreMeter
     from .nemo_rl_tree import write_uv_shim
@@ -217,8 +219,9 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         _write_json(root / CHILDREN_FILE, {"pids": sorted(pids)})
         write_status()
 
+    kuberay = KubeRay.parse(kuberay_version)  # the RayOperator add-on's KubeRay release
     controller = KubeRayController(store, world, clock, project=None, state_dir=root,
-                                   bin_dir=bin_dir, on_children=on_children)
+                                   bin_dir=bin_dir, on_children=on_children, kuberay=kuberay)
     app = make_app(store, issuer=issuer, record=record)
     add_token_route(app, issuer)
     add_control_routes(app, world, faults)
@@ -268,6 +271,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
         "gcloud_kubeconfig": str(root / GCLOUD_KUBECONFIG),
         "quotas": {**world.quotas, **({"lustre_capacity_gib_per_zone_network": lustre_quota_gib}
                                       if lustre_quota_gib is not None else {})},
+        "kuberay_version": kuberay.version,
         "speed": speed,
         "faults": fault_p,
         "seed": seed,
@@ -319,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="a regional Compute Engine quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16")
     p.add_argument("--deny", action="append", default=[], metavar="PERMISSION",
                    help="a permission the caller lacks, e.g. lustre.instances.create")
+    p.add_argument("--kuberay-version", default=None, help="the RayOperator add-on's KubeRay release")
     args = p.parse_args(argv)
     quotas = {}
     for item in args.quota:
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib,
-                      quotas, args.deny))
+                      quotas, args.deny, args.kuberay_version))
     return 0
 
 

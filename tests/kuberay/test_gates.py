@@ -137,7 +137,7 @@ def _dashboard(core: client.CoreV1Api, pod: str) -> dict:
     pf = portforward(core.connect_get_namespaced_pod_portforward, pod, "default", ports="8265")
     conn = http.client.HTTPConnection("ray-head", 8265, timeout=10)
     conn.sock = pf.socket(8265)
-    conn.request("GET", "/api/version")
+    conn.request("GET", "/api/version", headers={"User-Agent": "rltui-test"})  # Ray 2.46 needs one
     body = json.loads(conn.getresponse().read())
     pf.close()
     return body

@@ -1,6 +1,7 @@
 """The head pod's Ray container: a REAL local Ray head (rltui/sandbox/rayhead.py), run as the
-kubelet runs a container. Ready once its dashboard answers, the head service's ports pointed
-at the local head's, its output copied into the pod's log; when it dies, restarted with
+kubelet runs a container. Ready once its dashboard answers (or, where KubeRay injected probes,
+once they pass: probes.py), the head service's ports pointed at the local head's, its output
+copied into the pod's log; when it dies or fails its liveness probe, restarted with
 CrashLoopBackOff. Its env is the container's, as the kubelet builds it, minus what KubeRay
 injects for a cluster network the local head does not have."""
 
@@ -20,8 +21,9 @@ from rltui.sandbox.kube.store import now
 from rltui.sandbox.kuberay.placement import ENV_VAR as CLUSTER_FILE_ENV
 from rltui.sandbox.kuberay.placement import ClusterFiles
 from rltui.sandbox.kuberay.pods import _Gone, _meta, _pod_status
+from rltui.sandbox.kuberay.probes import has_probes, port_map
 from rltui.sandbox.kuberay.templates import HEAD_PORTS
-from rltui.sandbox.rayhead import MAX_TEMP_DIR_CHARS, RayHead
+from rltui.sandbox.rayhead import MAX_TEMP_DIR_CHARS, RayHead, ray_executable
 
 log = logging.getLogger("rltui.sandbox.kuberay")  # the logger's name from before the split
 
@@ -31,7 +33,7 @@ LOCAL_PORT_FLAGS = {"gcs-server": "--port", "dashboard": "--dashboard-port", "cl
 KUBERAY_ENV = {"RAY_CLUSTER_NAME", "RAY_CLOUD_INSTANCE_ID", "RAY_NODE_TYPE_NAME", "KUBERAY_GEN_RAY_START_CMD",
                "RAY_USAGE_STATS_KUBERAY_IN_USE", "FQ_RAY_IP", "RAY_IP", "RAY_ADDRESS", "RAY_PORT"}
 CRASH_BACKOFF_S = 10.0
-HEAD_READY_TIMEOUT_S = 60.0
+HEAD_READY_TIMEOUT_S = 120.0  # a Ray 2.46 head spawns nine dashboard modules: 40 s on a loaded 2-core box
 
 
 class HeadPods(ClusterFiles):
@@ -48,6 +50,9 @@ class HeadPods(ClusterFiles):
         lustre = self._lustre_dir(pod)
         if lustre is not None:
             env["LUSTRE_MOUNT"] = str(lustre)
+        # Its Secret volumes as files, kept current as the kubelet keeps them (secretvolumes.py).
+        from rltui.sandbox.kuberay.secretvolumes import head_secret_env
+        env.update(head_secret_env(self, pod, container))
         return env
 
     def _lustre_dir(self, pod: dict) -> Path | None:
@@ -72,7 +77,8 @@ class HeadPods(ClusterFiles):
 
     async def _supervise_head(self, uid: str, ns: str, name: str, adopted: bool) -> None:
         """Run the pod's Ray head like the kubelet runs its container: Ready once the dashboard
-        answers, restarted (CrashLoopBackOff) when it dies."""
+        answers, or with probes (KubeRay injects them: versions.py) as its readiness probe says;
+        restarted (CrashLoopBackOff) when it dies or its liveness probe fails (probes.py)."""
         pod = await self._pod(uid, ns, name)
         first = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
         # Adopted after a daemon restart: the old head process is gone, so the container restarts.
@@ -89,6 +95,7 @@ class HeadPods(ClusterFiles):
             # real start takes beyond them is recorded as real time ("real": true).
             modelled = asyncio.ensure_future(self._pod_start(ns, name)) if first_start else None
             first_start = False
+            killed = False   # by the kubelet, for its liveness probe
             boot = self._boots.pop(uid, None) or asyncio.ensure_future(self._boot_head(uid, ns, name, pod))
             try:
                 try:
@@ -104,10 +111,18 @@ class HeadPods(ClusterFiles):
                     port = next((p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports") or []
                                  if p.get("name") == port_name), HEAD_PORTS[port_name])
                     await self.store.set_port_target(ns, name, port, "127.0.0.1", head.ports[flag])
-                await self._mark_running(uid, ns, name, ready=True, restarts=restarts)
-                while head.alive():
+                if has_probes(pod["spec"]["containers"][0]):
+                    # Ready is the readiness probe's to say, liveness may kill it (probes.py); the
+                    # probes start once the local head's dashboard agent listens.
+                    await self._agent_listening(head.ports["--dashboard-agent-listen-port"], head.alive)
+                    killed = await self._probe_container(uid, ns, name, restarts,
+                                                         lambda: port_map(pod, head.ports), head.alive)
+                else:
+                    await self._mark_running(uid, ns, name, ready=True, restarts=restarts)
+                while head.alive() and not killed:
                     await asyncio.sleep(1.0)
-                reason = "the Ray head process exited: " + (head.log_tail(300).strip().splitlines() or [""])[-1]
+                reason = "the container failed its liveness probe and was killed" if killed else \
+                    "the Ray head process exited: " + (head.log_tail(300).strip().splitlines() or [""])[-1]
             except (RuntimeError, TimeoutError) as exc:
                 reason = str(exc).splitlines()[0]
             except KubeError:
@@ -119,7 +134,8 @@ class HeadPods(ClusterFiles):
             restarts += 1
             with contextlib.suppress(KubeError):
                 await self.store.append_log(ns, name, f"rltui sandbox: {reason}\n")
-            await self._mark_crashed(uid, ns, name, restarts, started, reason)
+            # Killed by the kubelet: bash as PID 1 ignores SIGTERM, so SIGKILL ends it (137).
+            await self._mark_crashed(uid, ns, name, restarts, started, reason, 137 if killed else 1)
             await self._event(pod, "Warning", "BackOff", f"Back-off restarting failed container {container} in pod "
                               f"{name}_{ns}({uid})", "kubelet", pod["spec"].get("nodeName"))
             await asyncio.sleep(CRASH_BACKOFF_S)
@@ -146,12 +162,13 @@ class HeadPods(ClusterFiles):
             await asyncio.to_thread(head.wait_ready, HEAD_READY_TIMEOUT_S)
         return head
 
-    async def _mark_crashed(self, uid: str, ns: str, name: str, restarts: int, started: float, reason: str) -> None:
+    async def _mark_crashed(self, uid: str, ns: str, name: str, restarts: int, started: float, reason: str,
+                            exit_code: int = 1) -> None:
         pod = await self._pod(uid, ns, name)
         status = pod.get("status") or {}
         node = self._node(pod["spec"].get("nodeName", "")) or {}
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
-        last = {"terminated": {"exitCode": 1, "reason": "Error", "message": reason, "startedAt": stamp,
+        last = {"terminated": {"exitCode": exit_code, "reason": "Error", "message": reason, "startedAt": stamp,
                                "finishedAt": now()}}
         await self._set_status(uid, ns, name, _pod_status(
             pod, gke.internal_ip(node), status.get("startTime") or now(), pod_ip=status.get("podIP"),
@@ -180,8 +197,10 @@ class HeadPods(ClusterFiles):
             await asyncio.sleep(0.5)
 
     async def _start_head(self, uid: str, pod: dict) -> RayHead:
-        """Launch the pod's head; if the pod goes meanwhile, the new process is stopped by PID."""
-        job = asyncio.ensure_future(asyncio.to_thread(RayHead.start, self._temp_dir(uid), self._head_env(pod), 1))
+        """Launch the pod's head with the Ray of its container's image (images.py: ImageUnavailable,
+        a RuntimeError, when none runs here); if the pod goes meanwhile, the process is stopped by PID."""
+        ray = ray_executable((pod["spec"].get("containers") or [{}])[0].get("image", ""))
+        job = asyncio.ensure_future(asyncio.to_thread(RayHead.start, self._temp_dir(uid), self._head_env(pod), 1, ray))
         self._head_starts.add(job)
         job.add_done_callback(self._head_starts.discard)
         try:

@@ -4,7 +4,9 @@ node, shared by the pods that wait for them), container env from values, fields 
 containers and shows Terminating for the graceful period; a pod whose node is gone is removed
 at once, as the pod garbage collector does. Events as the kubelet words them. A container
 running a Python script from a ConfigMap volume is a real local process (procpods.py); a
-head pod's Ray container a real Ray head (headpod.py); other containers are pretended."""
+head pod's Ray container a real Ray head (headpod.py); other containers are pretended. The Ray
+containers' readiness and liveness probes run as the kubelet runs them (probes.py): a worker
+with a readiness probe is Ready only once it passes."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from rltui.sandbox.kuberay.pods import (
     _pod_status,
     _running_ready,
 )
+from rltui.sandbox.kuberay.probes import Probes, has_probes, is_ray_worker
 from rltui.sandbox.kuberay.procpods import script_container
 from rltui.sandbox.kuberay.templates import _is_head
 
@@ -48,7 +51,7 @@ def _go_duration(seconds: float) -> str:
     return f"{minutes}m{text}" if minutes else text
 
 
-class Kubelet:
+class Kubelet(Probes):
     """KubeRayController's kubelet role: every pod the API holds, from bound to gone."""
 
     def _on_pod(self, kind: str, pod: dict) -> None:
@@ -151,6 +154,8 @@ class Kubelet:
                 await self._supervise_head(uid, ns, name, adopted)
             elif script_container(pod) is not None:
                 await self._supervise_process(uid, ns, name, adopted)
+            elif is_ray_worker(pod) and has_probes(pod["spec"]["containers"][0]):
+                await self._supervise_worker(uid, ns, name)
             else:
                 if not _running_ready(pod):
                     await self._mark_running(uid, ns, name, ready=True)
@@ -182,7 +187,9 @@ class Kubelet:
         if _is_head(pod):
             return  # its pod_start runs beside the real Ray head's start (headpod.py _supervise_head)
         await self._pod_start(ns, name)
-        await self._mark_running(uid, ns, name, ready=True)
+        # A Ray worker with a readiness probe is Ready once it passes (probes.py); without one, started is Ready.
+        await self._mark_running(uid, ns, name, ready=not (is_ray_worker(pod) and
+                                                           pod["spec"]["containers"][0].get("readinessProbe")))
         await self.store.append_log(ns, name, f"rltui sandbox: Ray worker on node {node_name} is emulated; "
                                               "Ray tasks run on the head's local Ray node.\n")
 
@@ -209,13 +216,17 @@ class Kubelet:
 
     async def _pull_images(self, uid: str, ns: str, name: str, node_name: str) -> None:
         """Pull each image once per node (the node's status.images is its cache); pulls of one image
-        on one node are shared, as the kubelet serialises them."""
+        on one node are shared, as the kubelet serialises them. An image no local environment runs
+        fails as an unpullable one, with its back-off (procpods.py, images.py)."""
         pod = await self._pod(uid, ns, name)
         for c in pod["spec"].get("containers") or []:
             image = c.get("image", "")
             node = self._node(node_name)
             if node is None:
                 raise _Gone
+            error = self._unrunnable_image(pod, c)
+            if error is not None:
+                await self._image_pull_failing(uid, ns, name, node_name, c, error)
             if gke.has_image(node, image):
                 await self._event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine',
                                   "kubelet", node_name)

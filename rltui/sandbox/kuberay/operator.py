@@ -1,6 +1,8 @@
 """The KubeRay operator: a RayCluster gets its head service, one head pod, its worker pods
 (replicas clamped to min/max) and the status KubeRay writes (state, conditions, desired
-resources), but only while a GKE cluster's RayOperator add-on is enabled."""
+resources), but only while a GKE cluster's RayOperator add-on is enabled. What differs by
+KubeRay version (status.conditions and readyWorkerReplicas present or not, when `state` turns
+"ready", the probes in the pods, a headless head service) is `self.kuberay` (versions.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from rltui.sandbox.kuberay.pods import (
     _running_ready,
 )
 from rltui.sandbox.kuberay.templates import CLUSTER_LABEL, GROUP_LABEL, _head_service, _is_head, _pod_manifest
+from rltui.sandbox.kuberay.versions import KubeRay
 
 OPERATOR = "raycluster-controller"
 
@@ -38,6 +41,8 @@ def _replicas(group: dict) -> int:
 class Operator:
     """KubeRayController's operator role: RayCluster -> service, pods, status."""
 
+    kuberay: KubeRay = KubeRay()
+
     async def _reconcile(self, rc: dict) -> None:
         meta = _meta(rc)
         if meta.get("deletionTimestamp"):
@@ -49,7 +54,7 @@ class Operator:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         svc_name = f"{name}-head-svc"
         if not self.store.list_sync("services", ns, field_selector=f"metadata.name={svc_name}"):
-            await self.store.create("services", _head_service(rc), ns)
+            await self.store.create("services", _head_service(rc, self.kuberay), ns)
             await self._event(rc, "Normal", "CreatedService", f"Created service {ns}/{svc_name}", OPERATOR)
         pods = [p for p in self.store.list_sync("pods", ns, label_selector=f"{CLUSTER_LABEL}={name}")
                 if _owned_by(p, uid)]
@@ -60,7 +65,7 @@ class Operator:
         heads = [p for p in live if _is_head(p)]
         spec = rc.get("spec") or {}
         if not heads:
-            created = await self.store.create("pods", _pod_manifest(rc, spec.get("headGroupSpec") or {}, True), ns)
+            created = await self.store.create("pods", _pod_manifest(rc, spec.get("headGroupSpec") or {}, True, self.kuberay), ns)
             await self._event(rc, "Normal", "CreatedHeadPod", f"Created head Pod {ns}/{_meta(created)['name']}",
                               OPERATOR)
         for extra in heads[1:]:
@@ -71,7 +76,7 @@ class Operator:
                               and (_meta(p).get("labels") or {}).get(GROUP_LABEL) == group_name),
                              key=lambda p: _meta(p)["creationTimestamp"])
             for _ in range(_replicas(group) - len(workers)):
-                created = await self.store.create("pods", _pod_manifest(rc, group, False), ns)
+                created = await self.store.create("pods", _pod_manifest(rc, group, False, self.kuberay), ns)
                 await self._event(rc, "Normal", "CreatedWorkerPod",
                                   f"Created worker Pod {ns}/{_meta(created)['name']}", OPERATOR)
             for extra in workers[_replicas(group):]:
@@ -97,11 +102,12 @@ class Operator:
         svcs = self.store.list_sync("services", ns, field_selector=f"metadata.name={name}-head-svc")
         head_ready = head is not None and _running_ready(head)
         ready_workers = sum(1 for p in workers if _running_ready(p))
+        kr = self.kuberay
         status: dict[str, Any] = {
             "desiredWorkerReplicas": desired,
             "minWorkerReplicas": sum(int(g.get("minReplicas") or 0) for g in groups),
             "maxWorkerReplicas": sum(int(g.get("maxReplicas") or 2 ** 31 - 1) for g in groups),
-            "readyWorkerReplicas": ready_workers,
+            **({"readyWorkerReplicas": ready_workers} if kr.ready_worker_replicas else {}),
             "availableWorkerReplicas": sum(1 for p in workers if _phase(p) == "Running"),
             "desiredCPU": gke.format_quantity(total.get("cpu", 0.0)),
             "desiredMemory": gke.format_quantity(total.get("memory", 0.0), binary=True),
@@ -115,12 +121,21 @@ class Operator:
             if (head.get("status") or {}).get("podIP"):
                 status["head"]["podIP"] = head["status"]["podIP"]
         if svcs:
-            status["head"]["serviceIP"] = svcs[0]["spec"].get("clusterIP", "")
+            ip = svcs[0]["spec"].get("clusterIP", "")
+            # A headless head service: KubeRay reports the head pod's IP (getHeadServiceIPAndName).
+            status["head"]["serviceIP"] = status["head"].get("podIP", "") if ip == "None" else ip
             status["endpoints"] = {p["name"]: str(p["port"]) for p in svcs[0]["spec"].get("ports") or []}
-        all_ready = head_ready and ready_workers >= desired
+        # CheckAllPodsRunning: at least one pod, every one Running and Ready; from 1.3.0 only with
+        # desired + 1 pods (versions.py).
+        all_running = bool(pods) and all(_running_ready(p) for p in pods)
+        all_ready = all_running and (len(pods) == desired + 1 if kr.state_needs_pod_count else True)
         if old.get("state") == "ready" or all_ready:
             status["state"] = "ready"  # KubeRay sets it once and never clears it
-            status["stateTransitionTimes"] = old.get("stateTransitionTimes") or {"ready": now()}
+            if kr.ready_worker_replicas:  # stateTransitionTimes: 1.2.0 on, like readyWorkerReplicas
+                status["stateTransitionTimes"] = old.get("stateTransitionTimes") or {"ready": now()}
+        if not kr.status_conditions:  # the RayClusterStatusConditions gate absent or off
+            await self._replace_rc_status(rc, old, status)
+            return
         if head_ready:
             head_cond = _cond("HeadPodReady", "True", "HeadPodRunningAndReady")
         elif head is None:
@@ -129,17 +144,24 @@ class Operator:
             ready = _condition(head, "Ready")
             head_cond = _cond("HeadPodReady", "False", ready.get("reason") or "HeadPodNotReady",
                               ready.get("message", ""))
-        provisioned = all_ready or _condition(rc, "RayClusterProvisioned").get("status") == "True"
+        provisioned = all_running or _condition(rc, "RayClusterProvisioned").get("status") == "True"
         prov_cond = _cond("RayClusterProvisioned", "True", "AllPodRunningAndReadyFirstTime",
                           "All Ray Pods are ready for the first time") if provisioned else \
             _cond("RayClusterProvisioned", "False", "RayClusterPodsProvisioning",
                   "RayCluster Pods are being provisioned for first time")
         status["conditions"] = [head_cond, prov_cond]
+        if kr.suspend_conditions:  # not suspended: both False (v1.3.0 raycluster_controller.go:1378)
+            status["conditions"] += [_cond("RayClusterSuspended", "False", "RayClusterSuspended"),
+                                     _cond("RayClusterSuspending", "False", "RayClusterSuspending")]
         for cond in status["conditions"]:
             cond.pop("lastProbeTime", None)
         _keep_transitions(old.get("conditions"), status["conditions"])
+        await self._replace_rc_status(rc, old, status)
+
+    async def _replace_rc_status(self, rc: dict, old: dict, status: dict) -> None:
         if {k: v for k, v in old.items() if k != "lastUpdateTime"} == status:
             return
         status["lastUpdateTime"] = now()
-        await self.store.replace("rayclusters", {"metadata": {"name": name}, "status": status}, ns,
-                                 subresource="status")
+        meta = _meta(rc)
+        await self.store.replace("rayclusters", {"metadata": {"name": meta["name"]}, "status": status},
+                                 meta["namespace"], subresource="status")

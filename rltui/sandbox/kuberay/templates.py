@@ -1,5 +1,7 @@
 """The objects KubeRay builds from a RayCluster: its head and worker pods (labels, `ray start`
-command, injected env, owner reference) and the head service, with KubeRay's default ports."""
+command, injected env, owner reference, and the liveness and readiness probes the KubeRay
+version injects: versions.py) and the head service, with KubeRay's default ports (headless from
+KubeRay 1.2.0: versions.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 
 from rltui.sandbox import nodes as gke
 from rltui.sandbox.kuberay.pods import FINALIZER, _meta
+from rltui.sandbox.kuberay.versions import KubeRay
 
 CLUSTER_LABEL = "ray.io/cluster"
 NODE_TYPE_LABEL = "ray.io/node-type"
@@ -43,8 +46,8 @@ def _ray_start_line(rc: dict, params: dict, container: dict, head: bool) -> str:
             f".svc.cluster.local:6379  --block  {rendered}")
 
 
-def _pod_manifest(rc: dict, group: dict, head: bool) -> dict:
-    """A Ray pod as KubeRay builds it from a group's template."""
+def _pod_manifest(rc: dict, group: dict, head: bool, kuberay: KubeRay | None = None) -> dict:
+    """A Ray pod as KubeRay (`kuberay`, default: versions.DEFAULT) builds it from a group's template."""
     meta = _meta(rc)
     name, ns = meta["name"], meta["namespace"]
     group_name = HEAD_GROUP if head else group.get("groupName", "workergroup")
@@ -71,6 +74,10 @@ def _pod_manifest(rc: dict, group: dict, head: bool) -> dict:
             env += [{"name": "FQ_RAY_IP", "value": fq}, {"name": "RAY_IP", "value": fq}]
         present = {e.get("name") for e in ray.get("env") or []}
         ray["env"] = list(ray.get("env") or []) + [e for e in env if e["name"] not in present]
+        # BuildPod injects the probes last, into the Ray container (index 0), from the group's
+        # rayStartParams and spec.rayVersion (pod.go, BuildPod -> initLivenessAndReadinessProbe).
+        (kuberay or KubeRay()).inject_probes(ray, head, group.get("rayStartParams") or {},
+                                             str((rc.get("spec") or {}).get("rayVersion") or ""))
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -85,7 +92,7 @@ def _pod_manifest(rc: dict, group: dict, head: bool) -> dict:
     }
 
 
-def _head_service(rc: dict) -> dict:
+def _head_service(rc: dict, kuberay: KubeRay | None = None) -> dict:
     meta = _meta(rc)
     name = meta["name"]
     head = ((rc["spec"].get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
@@ -101,5 +108,9 @@ def _head_service(rc: dict) -> dict:
                                           "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"type": "ClusterIP", "selector": {CLUSTER_LABEL: name, NODE_TYPE_LABEL: "head"},
                  "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP", "appProtocol": "tcp"}
-                           for n, p in sorted(ports.items())]},
+                           for n, p in sorted(ports.items())],
+                 # Headless from KubeRay 1.2.0, and then published before the head is Ready
+                 # (v1.2.0 service.go:127-130).
+                 **({"clusterIP": "None", "publishNotReadyAddresses": True}
+                    if (kuberay or KubeRay()).headless_head_service else {})},
     }
