@@ -40,6 +40,8 @@ OPERATION_KEYS: tuple[str, ...] = (
     "gke_cluster_delete",
     "gke_node_pool_delete",
     "gke_system_pool_create",
+    "spot_shutdown",
+    "node_monitor_grace",
 )
 
 

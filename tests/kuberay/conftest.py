@@ -221,8 +221,8 @@ class _Current:
     def __init__(self, box: Box) -> None:
         self._box = box
 
-    async def preempt(self, node: str | None, head: bool = False) -> dict:
-        return await self._box.controller.preempt(node, head=head)
+    async def preempt(self, node: str | None, head: bool = False, hard: bool = False) -> dict:
+        return await self._box.controller.preempt(node, head=head, hard=hard)
 
 
 class PortForwardBridge:

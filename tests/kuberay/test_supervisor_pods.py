@@ -411,7 +411,7 @@ def test_a_crashing_script_restarts_with_back_off(box, core, tools) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "crash"}, "data": {
         "crash.py": "import sys\nprint('crashing', flush=True)\nsys.exit(3)\n"}})
     core.create_namespaced_pod("default", {"metadata": {"name": "crasher"}, "spec": {
-        "tolerations": SYSTEM, "containers": [{"name": "c", "image": "python:3.12", "command": ["python3", "-u", "/code/crash.py"],
+        "tolerations": SYSTEM, "containers": [{"name": "c", "image": "rayproject/ray:2.46.0", "command": ["python3", "-u", "/code/crash.py"],
                         "volumeMounts": [{"name": "code", "mountPath": "/code"}]}],
         "volumes": [{"name": "code", "configMap": {"name": "crash"}}]}})
 

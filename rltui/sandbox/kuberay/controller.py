@@ -25,7 +25,9 @@ from rltui.sandbox.kuberay.deployments import Deployments
 from rltui.sandbox.kuberay.operator import Operator
 from rltui.sandbox.kuberay.procpods import ProcessPods
 from rltui.sandbox.kuberay.pods import _meta
+from rltui.sandbox.kuberay.preemption import Preemption
 from rltui.sandbox.kuberay.scheduler import Scheduler
+from rltui.sandbox.kuberay.versions import KubeRay
 from rltui.sandbox.kuberay.volumes import VolumeManager
 from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
 from rltui.sandbox.profile import Clock
@@ -39,19 +41,22 @@ log = logging.getLogger("rltui.sandbox.kuberay")  # the logger's name from befor
 IDLE_RECHECK_S = 5.0
 
 
-class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, VolumeManager, Scheduler):
+class KubeRayController(Operator, Deployments, Preemption, ProcessPods, HeadPods, Kubelet, VolumeManager,
+                        Scheduler):
     """Nodes, scheduler, kubelet and KubeRay operator of the sandbox's Kubernetes API (see package doc).
 
     `project` limits it to one emulated project's GKE clusters (None: all). `bin_dir` holds `uv`
     (written if missing) and goes first on the Ray head's PATH. `head_env` is laid under the
     head container's own env (e.g. the GRPO demo's knobs). `on_children(pids)` hears every change
-    of the set of Ray head PIDs and process-container PIDs (procpods.py).
+    of the set of Ray head PIDs and process-container PIDs (procpods.py). `kuberay` is the KubeRay
+    release the RayOperator add-on runs (versions.py; default versions.DEFAULT).
     """
 
     def __init__(self, store: KubeStore, world: World, clock: Clock, *, project: str | None,
                  state_dir: Path, bin_dir: Path, on_children: Callable[[list[int]], None] | None = None,
-                 head_env: dict[str, str] | None = None) -> None:
+                 head_env: dict[str, str] | None = None, kuberay: KubeRay | None = None) -> None:
         self.store = store
+        self.kuberay = kuberay or KubeRay()
         self.world = world
         self.clock = clock
         self.project = project
@@ -79,6 +84,7 @@ class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, V
         self._unsubscribe: Callable[[], None] | None = None
         self.nodes = gke.GkeNodes(store, world, clock, project, record=self._event, kill_pod=self._force_delete)
         self.init_process_pods()
+        self.init_preemption()
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -154,11 +160,6 @@ class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, V
 
     # ---- the GKE side ---------------------------------------------------------------------------
 
-    async def preempt(self, node: str | None = None, head: bool = False) -> dict:
-        """Take a GPU node away like a Spot preemption (see GkeNodes.preempt); KubeRay recreates
-        the pods it ran once the node is back. LookupError when there is no such GPU node."""
-        return await self.nodes.preempt(node, head=head)
-
     async def _on_world(self, event: WorldEvent) -> None:
         try:
             await self.nodes.on_world(event)
@@ -200,7 +201,8 @@ class KubeRayController(Operator, Deployments, ProcessPods, HeadPods, Kubelet, V
 
 def add_preempt_route(app: web.Application, controller: KubeRayController) -> None:
     """`POST /_sandbox/preempt` {"node": optional name} or {"head": true} (the node of the Ray head
-    pod) -> what was preempted (404: no such GPU node).
+    pod), and "hard": true for a preemption without a graceful shutdown (preemption.py) -> what
+    was preempted (404: no such GPU node; 400: --hard on the head's node).
     Call before the app starts; `rltui sandbox preempt` posts here."""
 
     async def preempt(request: web.Request) -> web.Response:
@@ -214,11 +216,16 @@ def add_preempt_route(app: web.Application, controller: KubeRayController) -> No
         head = body.get("head", False) if isinstance(body, dict) else False
         if node is not None and not isinstance(node, str):
             return web.json_response({"message": "node must be a node name (a string)"}, status=400)
+        hard = body.get("hard", False) if isinstance(body, dict) else False
         if not isinstance(head, bool) or (head and node):
             return web.json_response({"message": "head must be true or false, and not given with node"}, status=400)
+        if not isinstance(hard, bool):
+            return web.json_response({"message": "hard must be true or false"}, status=400)
         try:
-            return web.json_response(await controller.preempt(node or None, head=head))
+            return web.json_response(await controller.preempt(node or None, head=head, hard=hard))
         except LookupError as exc:
             return web.json_response({"message": str(exc.args[0])}, status=404)
+        except ValueError as exc:
+            return web.json_response({"message": str(exc.args[0])}, status=400)
 
     app.router.add_post("/_sandbox/preempt", preempt)

@@ -57,12 +57,14 @@ def _gpus(pod: dict) -> int:
     return int(total)
 
 
-def cluster_doc(pods: list[dict], cluster: str) -> dict:
-    """The file's content: every pod of the RayCluster that runs (or is being stopped)."""
+def cluster_doc(pods: list[dict], cluster: str, lost: set[str] | frozenset[str] = frozenset()) -> dict:
+    """The file's content: every pod of the RayCluster that runs (or is being stopped), but not
+    those in `lost` (a node gone without a shutdown: Ray lost their raylets before Kubernetes
+    noticed; rltui/sandbox/kuberay/preemption.py)."""
     entries = []
     for pod in sorted(pods, key=lambda p: _meta(p)["name"]):
         status = pod.get("status") or {}
-        if _phase(pod) != "Running":
+        if _phase(pod) != "Running" or _meta(pod)["uid"] in lost:
             continue
         first = (status.get("containerStatuses") or [{}])[0]
         labels = _meta(pod).get("labels") or {}
@@ -105,7 +107,7 @@ class ClusterFiles:
         try:
             while self._heads.get(uid) is head:
                 token = self._changed
-                doc = cluster_doc(self._cluster_pods(ns, cluster, owner), cluster)
+                doc = cluster_doc(self._cluster_pods(ns, cluster, owner), cluster, self._ray_lost)
                 if doc != last:
                     await asyncio.to_thread(write_atomic, path, doc)
                     last = doc
@@ -141,6 +143,8 @@ class ClusterFiles:
                                         f"{GCS_RECONNECT_TIMEOUT_S:.0f} s; ray start exited 1 and the container "
                                         "restarts\n")
             await self._mark_running(uid, ns, name, ready=False, restarts=restarts, last_state=last)
+            if any(c.get("readinessProbe") for c in pod["spec"].get("containers") or []):
+                return  # the kubelet's prober decides when it is Ready again (probes.py)
             while True:  # Ready once a head of the cluster is (its raylet joins the new GCS)
                 token = self._changed
                 if any(_is_head(p) and _running_ready(p) and not _meta(p).get("deletionTimestamp")

@@ -293,10 +293,9 @@ class GkeNodes:
 
     # ---- Spot preemption ------------------------------------------------------------------------
 
-    async def preempt(self, node: str | None = None, head: bool = False) -> dict:
-        """Take a GPU node away like a Spot preemption (default: one hosting a Ray worker but not
-        the head; `head`: the one running a Ray head pod). Its pods die; the node comes back empty,
-        without images, after `spot_replace`. LookupError when there is no such GPU node."""
+    def preemption_target(self, node: str | None = None, head: bool = False) -> dict:
+        """The GPU node a Spot preemption takes (default: one hosting a Ray worker but not the head;
+        `head`: the one running a Ray head pod). LookupError when there is no such GPU node."""
         gpu_nodes = sorted((n for n in self.store.list_sync("nodes") if gpu_count(n) > 0),
                            key=lambda n: n["metadata"]["name"])
         ray_pods = [p for p in self.store.list_sync("pods", label_selector="ray.io/node-type")
@@ -314,26 +313,24 @@ class GkeNodes:
             if target is None:
                 names = ", ".join(n["metadata"]["name"] for n in gpu_nodes) or "none"
                 raise LookupError(f'no GPU node named "{node}"; GPU nodes: {names}')
-        elif not gpu_nodes:
+            return target
+        if not gpu_nodes:
             raise LookupError("no GPU node to preempt: the cluster has no GPU node up")
-        else:
-            def hosts(n: dict, node_type: str) -> bool:
-                return any(p["spec"].get("nodeName") == n["metadata"]["name"]
-                           and p["metadata"]["labels"]["ray.io/node-type"] == node_type for p in ray_pods)
-            with_worker = [n for n in gpu_nodes if hosts(n, "worker")]
-            target = next((n for n in with_worker if not hosts(n, "head")), None) or (with_worker or gpu_nodes)[0]
-        target = copy.deepcopy(target)
+
+        def hosts(n: dict, node_type: str) -> bool:
+            return any(p["spec"].get("nodeName") == n["metadata"]["name"]
+                       and p["metadata"]["labels"]["ray.io/node-type"] == node_type for p in ray_pods)
+        with_worker = [n for n in gpu_nodes if hosts(n, "worker")]
+        return next((n for n in with_worker if not hosts(n, "head")), None) or (with_worker or gpu_nodes)[0]
+
+    async def take_node(self, target: dict) -> list[str]:
+        """The preempted VM is gone: its Node and the pods bound to it go, and a fresh node
+        comes back, without images, after `spot_replace`. Returns the pods it took."""
         name = target["metadata"]["name"]
-        delay = self.clock.seconds("spot_replace")
-        await self._record(target, "Warning", "Preempted",
-                           f"Compute Engine preempted Spot VM {name}; a replacement is created", "gce-spot")
-        await self._record(target, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
-                           "node-controller")
-        self._preempted[name] = asyncio.ensure_future(self._replace(target, delay))
-        killed = await self.drop_node(name)
-        return {"node": name, "pods": killed, "returns_in_s": round(delay, 3),
-                "message": f"preempted Spot node {name} (pods killed: {', '.join(killed) or 'none'}); it comes "
-                           f"back in {delay:.1f} s ({delay * self.clock.speed / 60:.1f} profile minutes)"}
+        if name in self._preempted or self.node(name) is None:
+            return []
+        self._preempted[name] = asyncio.ensure_future(self._replace(target, self.clock.seconds("spot_replace")))
+        return await self.drop_node(name)
 
     async def _replace(self, old: dict, delay: float) -> None:
         meta = old["metadata"]
