@@ -1,15 +1,23 @@
 """What the codelab writes by hand, as pure functions of the config.
 
 The codelab puts HF_TOKEN and WANDB_API_KEY into the job's runtime env JSON and uploads the
-working dir (env.sh included). Here the tokens live in a Kubernetes Secret that the RayCluster
-containers read through `secretKeyRef`; the run script, runtime env and .rayignore hold none.
+working dir (env.sh included). Here the tokens live in a Kubernetes Secret mounted as files in
+every Ray container (SECRETS_MOUNT); no env var, run script, runtime env or .rayignore holds one.
+Env vars would not do: NeMo-RL v0.4.0's init_ray passes the driver's whole os.environ as the
+job's runtime env, and RayWorkerGroup each worker's (nemo_rl/distributed/virtual_cluster.py,
+worker_groups.py), which Ray's API shows; and a `secretKeyRef` env var keeps the value the
+container started with. A mounted Secret follows changes (kubernetes.io "Secrets": "Mounted
+Secrets are updated automatically"). The driver finds the files through HF_TOKEN_PATH
+(huggingface_hub constants.py) and NETRC (wandb sdk/lib/apikey.py, requests.utils.get_netrc_auth).
 The Secret object is built in memory for the API and never written to disk.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from .config import RLConfig
@@ -21,7 +29,22 @@ RAY_VERSION = "2.46.0"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rltui"}
 LUSTRE_MOUNT = "/lustre"
 LUSTRE_IP_PLACEHOLDER = "<LUSTRE_IP>"
-SECRET_KEYS = ("HF_TOKEN", "WANDB_API_KEY")
+# The job Secret's keys, one file each in SECRETS_MOUNT: the Hugging Face token as huggingface_hub
+# reads a token file (HF_TOKEN_PATH), W&B's key as the netrc entry wandb writes itself
+# (wandb 0.21.1 sdk/lib/apikey.py write_netrc: machine, login user, password).
+SECRETS_MOUNT = "/var/run/secrets/rltui"
+SECRETS_VOLUME = "job-secrets"
+HF_TOKEN_KEY, NETRC_KEY = "HF_TOKEN", "netrc"
+SECRET_KEYS = (HF_TOKEN_KEY, NETRC_KEY)
+WANDB_HOST = "api.wandb.ai"  # wandb's default base_url https://api.wandb.ai (wandb_settings.py)
+# Keys an earlier rltui wrote (read through secretKeyRef): removed when the Secret is applied.
+OLD_SECRET_KEYS = ("WANDB_API_KEY",)
+# In the job's runtime env: which Secret the run was submitted with (no secret: see fingerprint).
+FINGERPRINTS_ENV = "RLTUI_SECRET_FINGERPRINTS"
+# How long the run script waits for the kubelet to project a changed Secret: a pod is synced
+# every syncFrequency (1 min) plus up to 50% jitter (pkg/kubelet/pod_workers.go
+# workerResyncIntervalJitterFactor), so 90 s at worst after the watch brings the change; twice that.
+SECRET_WAIT_S = 180
 
 # File names the codelab uses.
 VOLUME_FILE = "rl-lustre-volume.yaml"
@@ -81,25 +104,54 @@ def persistent_volume_claim(cfg: RLConfig) -> dict[str, Any]:
     }
 
 
-def job_secret(cfg: RLConfig) -> dict[str, Any]:
-    """The Secret the containers read the tokens from. Keep it in memory: never dump it."""
-    data = {"HF_TOKEN": cfg.hf_token, "WANDB_API_KEY": cfg.wandb_api_key}
-    return {
+def _secret_values(cfg: RLConfig) -> dict[str, str]:
+    """Key -> value of the job Secret, for the tokens env.sh sets. Never log or write these."""
+    values = {}
+    if cfg.hf_token is not None:
+        values[HF_TOKEN_KEY] = cfg.hf_token.get_secret_value()
+    if cfg.wandb_api_key is not None:
+        key = cfg.wandb_api_key.get_secret_value()
+        values[NETRC_KEY] = f"machine {WANDB_HOST}\n  login user\n  password {key}\n"
+    return values
+
+
+def job_secret(cfg: RLConfig, present: Iterable[str] = ()) -> dict[str, Any]:
+    """The Secret the containers read the tokens from. Keep it in memory: never dump it.
+    `present`: the keys the Secret has now; those env.sh no longer sets are removed (`null`
+    in a merge patch deletes a key: RFC 7386), so a token taken out of env.sh leaves the pods."""
+    values = _secret_values(cfg)
+    gone = sorted(k for k in present if k not in values and k in (*SECRET_KEYS, *OLD_SECRET_KEYS))
+    secret: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": {"name": secret_name(cfg), "namespace": "default", "labels": dict(MANAGED_BY)},
-        "stringData": {k: v.get_secret_value() for k, v in data.items() if v is not None},
+        "stringData": values,
     }
+    if gone:
+        secret["data"] = dict.fromkeys(gone)
+    return secret
 
 
-def _secret_env(cfg: RLConfig) -> list[dict[str, Any]]:
-    # optional: pods start without a token (it is needed only to submit); NeMo-RL reads the env.
-    return [
-        {"name": key, "valueFrom": {"secretKeyRef": {"name": secret_name(cfg), "key": key,
-                                                      "optional": True}}}
-        for key in SECRET_KEYS
-    ]
+def fingerprint(value: str) -> str:
+    """The first 12 hex of the value's sha256: names a token without giving it away."""
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
+def secret_fingerprints(cfg: RLConfig) -> str:
+    """`HF_TOKEN=<fp> netrc=<fp|none>`: the Secret a job is submitted with, as its run script
+    compares it with the mounted files (`sha256sum | cut -c1-12`)."""
+    values = _secret_values(cfg)
+    return " ".join(f"{k}={fingerprint(values[k]) if k in values else 'none'}" for k in SECRET_KEYS)
+
+
+def _secret_volume(cfg: RLConfig) -> dict[str, Any]:
+    # optional: pods start without the Secret (a token is needed only to submit). No subPath:
+    # a subPath mount never receives updates (kubernetes.io "Secrets").
+    return {"name": SECRETS_VOLUME, "secret": {"secretName": secret_name(cfg), "optional": True}}
+
+
+SECRETS_VOLUME_MOUNT = {"name": SECRETS_VOLUME, "mountPath": SECRETS_MOUNT, "readOnly": True}
 
 
 def _pod_placement(cfg: RLConfig) -> dict[str, Any]:
@@ -123,8 +175,11 @@ def ray_cluster(cfg: RLConfig) -> dict[str, Any]:
         ],
         "resources": {"limits": {"cpu": "32", "memory": "1000Gi"},
                       "requests": {"cpu": "8", "memory": "64Gi"}},
-        "env": _secret_env(cfg),
-        "volumeMounts": [lustre_mount],
+        # The nemo-rl v0.4.0 image installs Ray with `uv sync --link-mode symlink` (docker/Dockerfile),
+        # so the dashboard's /static files are symlinks aiohttp will not serve: a blank page
+        # (NeMo-RL issue 1476). Ray 2.46.0 follows them when this is "1" (http_server_head.py).
+        "env": [{"name": "RAY_DASHBOARD_BUILD_FOLLOW_SYMLINKS", "value": "1"}],
+        "volumeMounts": [lustre_mount, dict(SECRETS_VOLUME_MOUNT)],
     }
     worker = {
         "name": "ray-worker",
@@ -133,8 +188,8 @@ def ray_cluster(cfg: RLConfig) -> dict[str, Any]:
             "limits": {"nvidia.com/gpu": gpus, "cpu": "100", "memory": "1000Gi"},
             "requests": {"nvidia.com/gpu": gpus, "cpu": "100", "memory": "1000Gi"},
         },
-        "env": _secret_env(cfg),
-        "volumeMounts": [lustre_mount, {"mountPath": "/dev/shm", "name": "dshm"}],
+        "volumeMounts": [lustre_mount, {"mountPath": "/dev/shm", "name": "dshm"},
+                         dict(SECRETS_VOLUME_MOUNT)],
     }
     return {
         "apiVersion": "ray.io/v1",
@@ -145,7 +200,7 @@ def ray_cluster(cfg: RLConfig) -> dict[str, Any]:
             "headGroupSpec": {
                 "rayStartParams": {"dashboard-host": "0.0.0.0"},
                 "template": {"spec": {**_pod_placement(cfg), "containers": [head],
-                                      "volumes": [lustre_volume]}},
+                                      "volumes": [lustre_volume, _secret_volume(cfg)]}},
             },
             "workerGroupSpecs": [{
                 "groupName": "gpu-worker-group",
@@ -157,7 +212,8 @@ def ray_cluster(cfg: RLConfig) -> dict[str, Any]:
                     **_pod_placement(cfg),
                     "containers": [worker],
                     "volumes": [lustre_volume,
-                                {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                                {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                                _secret_volume(cfg)],
                 }},
             }],
         },
@@ -196,6 +252,51 @@ def run_overrides(cfg: RLConfig) -> list[str]:
     ]
 
 
+def _token_files(cfg: RLConfig) -> str:
+    """The run script's part that finds the tokens: the Secret's files, once they are the ones
+    `rltui submit` applied (FINGERPRINTS_ENV; unset: the files as they are), named to the driver
+    by path. xtrace is off meanwhile: the loop would fill the log."""
+    name, cluster = secret_name(cfg), cfg.cluster_name
+    return f"""# The tokens are files of Secret {name}, never env vars: NeMo-RL's init_ray copies the
+# driver's whole environment into the job's runtime env, which Ray's API shows.
+SECRETS_MOUNT="${{SECRETS_MOUNT:-{SECRETS_MOUNT}}}"
+unset HF_TOKEN HUGGING_FACE_HUB_TOKEN WANDB_API_KEY
+{{ set +x; }} 2>/dev/null
+secret_is_current() {{  # each "key=fingerprint" of the submit against the mounted file
+  local entry file have
+  for entry in ${{{FINGERPRINTS_ENV}:-}}; do
+    file="$SECRETS_MOUNT/${{entry%%=*}}" have=none
+    if [ -f "$file" ]; then have="$(sha256sum < "$file" | cut -c1-12)"; fi
+    if [ "$have" != "${{entry#*=}}" ]; then stale="${{entry%%=*}}"; return 1; fi
+  done
+}}
+if [ -n "${{{FINGERPRINTS_ENV}:-}}" ] && [ ! -d "$SECRETS_MOUNT" ]; then
+  echo "rltui: no Secret volume at $SECRETS_MOUNT: RayCluster {cluster} was made before rltui" \\
+       "mounted the tokens as files. Delete it (kubectl delete raycluster {cluster}) and run rltui up." >&2
+  exit 1
+fi
+# The kubelet writes a changed Secret into running pods at its next sync of the pod (about a
+# minute): wait for it rather than run with the old token.
+waited=0
+until secret_is_current; do
+  if [ "$waited" -ge "${{SECRET_WAIT_S:-{SECRET_WAIT_S}}}" ]; then
+    echo "rltui: after $waited s, $stale in $SECRETS_MOUNT is still not what this job was submitted" \\
+         "with: Secret {name} changed since (another rltui submit or up), or the kubelet cannot" \\
+         "update this pod (kubectl describe pod of the Ray head). Submit again." >&2
+    exit 1
+  fi
+  [ "$waited" -gt 0 ] || echo "Waiting for the kubelet to update $stale from Secret {name} in this pod..."
+  sleep 1
+  waited=$((waited + 1))
+done
+[ "$waited" -eq 0 ] || echo "The tokens in $SECRETS_MOUNT are current after $waited s."
+set -x
+# huggingface_hub reads the token file HF_TOKEN_PATH; wandb the netrc file NETRC.
+if [ -f "$SECRETS_MOUNT/{HF_TOKEN_KEY}" ]; then export HF_TOKEN_PATH="$SECRETS_MOUNT/{HF_TOKEN_KEY}"; fi
+if [ -f "$SECRETS_MOUNT/{NETRC_KEY}" ]; then export NETRC="$SECRETS_MOUNT/{NETRC_KEY}"; fi
+"""
+
+
 def run_script(cfg: RLConfig) -> str:
     parent = cfg.checkpoint_dir.rsplit("/", 1)[0]
     overrides = "".join(f" \\\n  {o}" for o in run_overrides(cfg))
@@ -208,7 +309,7 @@ export RAY_OVERRIDE_JOB_RUNTIME_ENV=1
 echo "--- Running on Ray Cluster ---"
 # Where the Lustre volume is mounted in this container (the RayCluster mounts it at /lustre).
 LUSTRE_MOUNT="${{LUSTRE_MOUNT:-{LUSTRE_MOUNT}}}"
-cd "${{NEMO_RL_DIR:-/opt/nemo-rl}}"
+{_token_files(cfg)}cd "${{NEMO_RL_DIR:-/opt/nemo-rl}}"
 
 # Ensure directories exist on the high-speed Lustre drive
 mkdir -p "${{LUSTRE_MOUNT}}/huggingface_cache"
@@ -220,13 +321,18 @@ uv run python examples/run_grpo_math.py \\
 """
 
 
-def runtime_env(cfg: RLConfig) -> dict[str, Any]:
-    """The job's runtime env: no token here (the containers get them from the Secret)."""
-    return {"env_vars": {
+def runtime_env(cfg: RLConfig, *, fingerprints: bool = False) -> dict[str, Any]:
+    """The job's runtime env: no token here (the containers mount them from the Secret). With
+    `fingerprints` (a submit that applied the Secret just before), the Secret's fingerprints,
+    so the run script waits until the pod's files are that Secret."""
+    env = {
         "HF_HOME": f"{LUSTRE_MOUNT}/huggingface_cache",
         "GLOO_SOCKET_IFNAME": "eth0",
         "NCCL_SOCKET_IFNAME": "eth0",
-    }}
+    }
+    if fingerprints:
+        env[FINGERPRINTS_ENV] = secret_fingerprints(cfg)
+    return {"env_vars": env}
 
 
 def runtime_env_json(cfg: RLConfig) -> str:

@@ -27,6 +27,14 @@ async def _only_rltuis(kube: Any, cfg: Any, *objects: tuple[str, str, str]) -> N
             raise Kept(not_rltuis(f"{kind} {name} has no app.kubernetes.io/managed-by=rltui"
                                   " label", hand_delete(kind, name, cfg)))
 
+
+async def apply_job_secret(kube: Any, cfg: Any) -> None:
+    """Apply the job Secret from the config (env.sh as read now), dropping the keys of tokens
+    env.sh no longer sets. Only the keys are read back, never a value."""
+    current = await kube.get("secrets", manifests.secret_name(cfg))
+    await kube.apply(manifests.job_secret(cfg, present=((current or {}).get("data") or {})))
+
+
 class SecretStep(ContextStep):
     name, title = "secret", "Secret (HF_TOKEN, WANDB_API_KEY)"
     needs = ("credentials",)
@@ -34,7 +42,10 @@ class SecretStep(ContextStep):
 
     def command(self) -> str:
         return (f"kubectl create secret generic {manifests.secret_name(self.cfg)}"
-                " --from-env-file=<(printf 'HF_TOKEN=%s\\n' \"$HF_TOKEN\")")
+                f" --from-file={manifests.HF_TOKEN_KEY}=<(printf %s \"$HF_TOKEN\")"
+                f" --from-file={manifests.NETRC_KEY}=<(printf 'machine {manifests.WANDB_HOST}\\n"
+                "  login user\\n  password %s\\n' \"$WANDB_API_KEY\")"
+                " --dry-run=client -o yaml | kubectl apply -f -")
 
     def down_title(self) -> str:
         return f"Secret {manifests.secret_name(self.cfg)}"
@@ -46,14 +57,15 @@ class SecretStep(ContextStep):
         current = await kube.get("secrets", manifests.secret_name(self.cfg))
         if current is None:
             return Probe(exists=False)
-        # Values are never read back: re-applying (a no-op when unchanged) keeps a changed
-        # token current without rltui ever comparing or showing it.
+        # Values are never read back: re-applying (a no-op when unchanged) keeps the Secret
+        # env.sh's without rltui ever comparing or showing a token. The pods mount it as files,
+        # which the kubelet updates at its next sync; `submit` applies it again and its job
+        # waits for them (manifests.run_script).
         keys = sorted((current.get("data") or {}))
         return Probe(exists=True, ready=True, reapply=True, detail=f"keys {', '.join(keys)}")
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        kube = await ctx.kube()
-        await kube.apply(manifests.job_secret(self.cfg))
+        await apply_job_secret(await ctx.kube(), self.cfg)
 
     def down_command(self) -> str:
         return f"kubectl delete secret {manifests.secret_name(self.cfg)} --ignore-not-found"
@@ -167,8 +179,11 @@ class RayClusterStep(ContextStep):
         return f"RayCluster {self.cfg.cluster_name}"
 
     def command(self) -> str:
-        return (f"kubectl apply -f {manifests.RAYCLUSTER_FILE} && kubectl wait"
-                f" raycluster/{self.cfg.cluster_name} --for=condition=HeadPodReady")
+        # The head pod's Ready condition: what KubeRay's HeadPodReady condition copies, there on
+        # every KubeRay (the condition only from 1.3; rltui reads either: cloud/rayhealth.py).
+        return (f"kubectl apply -f {manifests.RAYCLUSTER_FILE} && kubectl wait pod"
+                f" -l ray.io/cluster={self.cfg.cluster_name},ray.io/node-type=head"
+                " --for=condition=Ready --timeout=60m")
 
     async def probe(self, ctx: Context) -> Probe:
         kube = await self.kube_if_cluster(ctx)
@@ -177,9 +192,12 @@ class RayClusterStep(ContextStep):
         rc = await kube.get("rayclusters", self.cfg.cluster_name)
         if rc is None:
             return Probe(exists=False)
-        from ..cloud.kube import raycluster_health
+        from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_health
 
-        health = raycluster_health(rc)
+        # Without KubeRay's HeadPodReady condition (before 1.3) the pods say whether it is ready.
+        pods = None if has_head_condition(rc) else await kube.list(
+            "pods", label_selector=pod_selector(self.cfg.cluster_name))
+        health = raycluster_health(rc, pods)
         return Probe(exists=True, ready=health.ready, detail=health.message)
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:

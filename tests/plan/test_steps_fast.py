@@ -148,7 +148,8 @@ def _secret_made(cloud: FakeCloud, ctx: FakeContext) -> None:
 
     secret = cloud.objects[("secrets", "ray-a4-gpu-spot-job-secrets")]
     data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    assert data == {"HF_TOKEN": HF, "WANDB_API_KEY": WANDB}   # the pods get the real values
+    # The pods get the real values, as files: the HF token, and the W&B key as wandb's netrc.
+    assert data == {"HF_TOKEN": HF, "netrc": "machine api.wandb.ai\n  login user\n  password " + WANDB + "\n"}
 
 
 def _pv_made(cloud: FakeCloud, ctx: FakeContext) -> None:

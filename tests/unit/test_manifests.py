@@ -1,7 +1,10 @@
 """The files the codelab writes by hand: same fields, plus the Secret wiring, and no secret."""
 
+import hashlib
 import json
+import netrc
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,10 @@ ENV = {"PROJECT_ID": "team-rl-sandbox-42", "HF_TOKEN": TOKEN, "WANDB_API_KEY": W
 @pytest.fixture
 def cfg():
     return parse_config(ENV)
+
+
+def sha12(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
 
 
 def assert_holds(expected, actual, path="$"):
@@ -45,33 +52,88 @@ def test_pv_and_pvc_match_the_codelab_field_by_field(cfg):
     assert ours[1]["spec"]["storageClassName"] == ""
 
 
-def test_raycluster_matches_the_codelab_plus_secret_env(cfg):
+def test_raycluster_matches_the_codelab_plus_the_secret_volume(cfg):
     expected = yaml.safe_load((CODELAB / "ray-cluster.yaml").read_text())
     ours = yaml.safe_load(manifests.codelab_files(cfg, None)[manifests.RAYCLUSTER_FILE])
     # The one deliberate difference: the codelab says 2.54.0, the nemo-rl v0.4.0 image runs 2.46.0.
     assert expected["spec"].pop("rayVersion") == "2.54.0"
-    assert_holds(expected, ours)
     assert ours["spec"]["rayVersion"] == "2.46.0"
+    secret_volume = {"name": "job-secrets", "secret": {"secretName": "ray-a4-gpu-spot-job-secrets",
+                                                       "optional": True}}
+    secret_mount = {"name": "job-secrets", "mountPath": "/var/run/secrets/rltui", "readOnly": True}
     for spec in (ours["spec"]["headGroupSpec"]["template"]["spec"],
                  ours["spec"]["workerGroupSpecs"][0]["template"]["spec"]):
-        env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in spec["containers"][0]["env"]}
-        assert env == {k: {"name": "ray-a4-gpu-spot-job-secrets", "key": k, "optional": True}
-                       for k in ("HF_TOKEN", "WANDB_API_KEY")}
+        container = spec["containers"][0]
+        # The tokens reach every Ray container as files only: no env var holds one. The head's one
+        # env var makes the dashboard serve the image's symlinked static files.
+        env = container.pop("env", [])
+        assert env == ([{"name": "RAY_DASHBOARD_BUILD_FOLLOW_SYMLINKS", "value": "1"}]
+                       if container["name"] == "ray-head" else []) and "envFrom" not in container
+        assert spec["volumes"].pop() == secret_volume
+        assert container["volumeMounts"].pop() == secret_mount
+    assert_holds(expected, ours)
+
+
+NETRC = f"machine api.wandb.ai\n  login user\n  password {WANDB}\n"
 
 
 def test_the_secret_holds_the_tokens_only_in_memory(cfg):
     secret = manifests.job_secret(cfg)
-    assert secret["stringData"] == {"HF_TOKEN": TOKEN, "WANDB_API_KEY": WANDB}
+    assert secret["stringData"] == {"HF_TOKEN": TOKEN, "netrc": NETRC}
+    assert "data" not in secret
     assert secret["metadata"]["name"] == manifests.secret_name(cfg)
-    no_wandb = manifests.job_secret(parse_config({**ENV, "WANDB_API_KEY": ""}))
-    assert list(no_wandb["stringData"]) == ["HF_TOKEN"]
+    no_wandb = parse_config({**ENV, "WANDB_API_KEY": ""})
+    assert list(manifests.job_secret(no_wandb)["stringData"]) == ["HF_TOKEN"]
+
+
+def test_a_token_taken_out_of_env_sh_leaves_the_secret(cfg):
+    """Applied over a Secret that has the W&B key (and an older rltui's WANDB_API_KEY), a config
+    without it deletes both keys (null in the merge patch); a key not rltui's stays."""
+    no_wandb = parse_config({**ENV, "WANDB_API_KEY": ""})
+    secret = manifests.job_secret(no_wandb, present=["HF_TOKEN", "netrc", "WANDB_API_KEY", "mine"])
+    assert secret["data"] == {"WANDB_API_KEY": None, "netrc": None}
+    assert secret["stringData"] == {"HF_TOKEN": TOKEN}
+
+
+def test_applying_the_secret_again_drops_the_keys_env_sh_no_longer_sets(cfg):
+    """`up` and `submit` apply it through apply_job_secret: the keys it has now (read back
+    without values) that env.sh no longer sets are deleted."""
+    import asyncio
+
+    from rltui.plan.steps_kube import apply_job_secret
+
+    class Kube:
+        applied: list = []
+
+        async def get(self, plural, name):
+            return {"data": {"HF_TOKEN": "<redacted>", "netrc": "<redacted>", "WANDB_API_KEY": "<redacted>"}}
+
+        async def apply(self, obj):
+            self.applied.append(obj)
+
+    kube = Kube()
+    asyncio.run(apply_job_secret(kube, parse_config({**ENV, "WANDB_API_KEY": ""})))
+    (secret,) = kube.applied
+    assert secret["data"] == {"WANDB_API_KEY": None, "netrc": None} and secret["stringData"] == {"HF_TOKEN": TOKEN}
+
+
+def test_the_wandb_key_file_is_a_netrc_wandb_finds(cfg, tmp_path):
+    """wandb 0.21.1 reads its key from the netrc file NETRC names (apikey.api_key)."""
+    from rltui.sandbox.grpo_demo import tokens
+
+    path = tmp_path / "netrc"
+    path.write_text(manifests.job_secret(cfg)["stringData"]["netrc"])
+    assert netrc.netrc(str(path)).authenticators("api.wandb.ai")[2] == WANDB
+    assert tokens.wandb_api_key({"NETRC": str(path)}) == (WANDB, "the netrc file NETRC")
 
 
 def test_no_written_file_and_no_script_carries_a_secret(cfg):
     texts = list(manifests.codelab_files(cfg, "10.90.0.2").values()) + [equivalent_script(cfg)]
     for text in texts:
         assert TOKEN not in text and WANDB not in text
-    assert "HF_TOKEN" not in json.dumps(manifests.runtime_env(cfg))
+    for fingerprints in (False, True):
+        env = json.dumps(manifests.runtime_env(cfg, fingerprints=fingerprints))
+        assert "HF_TOKEN\"" not in env and TOKEN not in env and WANDB not in env
 
 
 def test_run_script_has_the_codelab_overrides_with_checkpointing_on(cfg):
@@ -104,10 +166,90 @@ def test_run_script_expands_to_the_codelab_paths_by_default(cfg, tmp_path):
     assert (mount / "huggingface_cache").is_dir() and (mount / "nemo_rl_qwen_72b_ds_cp").is_dir()
 
 
+def _job(tmp_path, cfg, secrets, fingerprints_of=None, **env):
+    """The run script as a job runs it: a stand-in `uv` records what NeMo-RL would get (its
+    argv, and the token variables of its environment), the Secret's files in `secrets`."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    uv = tmp_path / "bin" / "uv"
+    uv.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n'
+                  'env | grep -E "^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|WANDB_API_KEY|HF_TOKEN_PATH|NETRC)=" '
+                  '> "$ENV_OUT" || true\n'
+                  '[ -z "$HF_TOKEN_PATH" ] || sha256sum < "$HF_TOKEN_PATH" | cut -c1-12 > "$ENV_OUT.hf"\n')
+    uv.chmod(0o755)
+    script = tmp_path / "run.sh"
+    script.write_text(manifests.run_script(cfg))
+    base = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "ARGS_OUT": str(tmp_path / "args"),
+            "ENV_OUT": str(tmp_path / "env"), "LUSTRE_MOUNT": str(tmp_path / "lustre"),
+            "NEMO_RL_DIR": str(tmp_path), "SECRETS_MOUNT": str(secrets)}
+    if fingerprints_of is not None:
+        base["RLTUI_SECRET_FINGERPRINTS"] = manifests.secret_fingerprints(fingerprints_of)
+    return subprocess.Popen(["bash", str(script)], env={**base, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _write_secret(folder, cfg):
+    folder.mkdir(exist_ok=True)
+    for key, value in manifests.job_secret(cfg)["stringData"].items():
+        tmp = folder / f".{key}.tmp"
+        tmp.write_text(value)
+        tmp.replace(folder / key)
+
+
+def test_the_job_gets_the_tokens_as_file_paths_never_as_values(cfg, tmp_path):
+    """HF_TOKEN_PATH and NETRC name the Secret's files; a token variable the container still
+    had (a RayCluster made before) never reaches NeMo-RL, whose init_ray would copy it."""
+    secrets = tmp_path / "secrets"
+    _write_secret(secrets, cfg)
+    job = _job(tmp_path, cfg, secrets, fingerprints_of=cfg, HF_TOKEN="hf_stale", WANDB_API_KEY="stale")
+    output, _ = job.communicate(timeout=30)
+    assert job.returncode == 0, output
+    env = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines())
+    assert env == {"HF_TOKEN_PATH": f"{secrets}/HF_TOKEN", "NETRC": f"{secrets}/netrc"}
+    assert TOKEN not in output and WANDB not in output and "Waiting" not in output
+
+
+def test_the_job_waits_until_the_pod_has_the_secret_it_was_submitted_with(cfg, tmp_path):
+    """The kubelet updates a mounted Secret at its next sync of the pod: a job submitted right
+    after a token change waits for it, then runs with the new token."""
+    old = parse_config({**ENV, "HF_TOKEN": "hf_" + "Old0" * 8})
+    secrets = tmp_path / "secrets"
+    _write_secret(secrets, old)
+    job = _job(tmp_path, cfg, secrets, fingerprints_of=cfg)
+    time.sleep(2.5)
+    assert job.poll() is None, "the job ran with the old token"
+    _write_secret(secrets, cfg)
+    output, _ = job.communicate(timeout=30)
+    assert job.returncode == 0, output
+    assert "Waiting for the kubelet to update HF_TOKEN from Secret ray-a4-gpu-spot-job-secrets" in output
+    assert "The tokens in" in output and "are current after" in output
+    assert (tmp_path / "env.hf").read_text().strip() == sha12(TOKEN)
+    assert TOKEN not in output
+
+
+def test_a_job_whose_secret_never_comes_fails_saying_so(cfg, tmp_path):
+    secrets = tmp_path / "secrets"
+    _write_secret(secrets, parse_config({**ENV, "WANDB_API_KEY": ""}))   # the W&B key never lands
+    job = _job(tmp_path, cfg, secrets, fingerprints_of=cfg, SECRET_WAIT_S="2")
+    output, _ = job.communicate(timeout=30)
+    assert job.returncode == 1
+    assert "rltui: after 2 s, netrc in" in output and "still not what this job was submitted with" in output
+    assert not (tmp_path / "args").exists(), "NeMo-RL must not start"
+    # A RayCluster made before the Secret was a volume: told at once what to do.
+    job = _job(tmp_path, cfg, tmp_path / "absent", fingerprints_of=cfg)
+    output, _ = job.communicate(timeout=30)
+    assert job.returncode == 1
+    assert "no Secret volume at" in output and "kubectl delete raycluster ray-a4-gpu-spot" in output
+
+
 def test_runtime_env_and_rayignore(cfg):
     assert manifests.runtime_env(cfg) == {"env_vars": {
         "HF_HOME": "/lustre/huggingface_cache", "GLOO_SOCKET_IFNAME": "eth0",
         "NCCL_SOCKET_IFNAME": "eth0"}}
+    # A submit names the Secret it applied: the first 12 hex of each value's sha256.
+    fingerprints = manifests.runtime_env(cfg, fingerprints=True)["env_vars"]["RLTUI_SECRET_FINGERPRINTS"]
+    assert fingerprints == f"HF_TOKEN={sha12(TOKEN)} netrc={sha12(NETRC)}"
+    no_wandb = parse_config({**ENV, "WANDB_API_KEY": ""})
+    assert manifests.secret_fingerprints(no_wandb) == f"HF_TOKEN={sha12(TOKEN)} netrc=none"
     lines = manifests.rayignore().splitlines()
     assert {"xpkclusters/", ".git/", "*.sh.log", "env.sh"} <= set(lines)
 

@@ -8,6 +8,7 @@ import pprint
 import sys
 from pathlib import Path
 
+from . import tokens
 from .config import DEFAULT_CONFIG, ConfigError, apply_overrides, load_config, validate
 from .report import out
 from .trainer import DemoSettings, GRPOTrainer
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         validate(config)
         out("Final config:")
         out(pprint.pformat(config))
+        tokens.check(config, os.environ)   # where NeMo-RL's setup makes its logger (wandb.init)
         trainer = GRPOTrainer(config, settings)
         trainer.setup()
         trainer.train()
