@@ -163,21 +163,25 @@ class LogTail:
         while not self._stop.is_set():
             self._session += 1
             try:
-                asyncio.run(self._follow(self._session))
-                self.done.set()  # Ray closed the stream: the job's log is complete
-                return
+                if asyncio.run(self._follow(self._session)):
+                    self.done.set()  # the stream ended with the job: its log is complete
+                    return
             except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, aiohttp's errors
                 log.info("log tail of %s: %s", self.job_id, str(exc).splitlines()[0] if str(exc) else exc)
             self._stop.wait(self.RETRY_S)
 
-    async def _follow(self, session: int) -> None:
+    async def _follow(self, session: int) -> bool:
+        """Follow until the stream ends; True when the job is over. Ray 2.46.0's tail_job_logs
+        ends quietly on any close, a dropped connection included (dashboard/modules/job/sdk.py),
+        so the job's status says whether the log is complete or the tail must reconnect."""
         from ray.job_submission import JobSubmissionClient  # in the image; slow to import: here
 
         client = JobSubmissionClient(self.address)
         async for text in client.tail_job_logs(self.job_id):
             if self._stop.is_set():
-                return
+                return False
             self._chunks.put((session, text))
+        return bool(client.get_job_status(self.job_id).is_terminal())
 
     def take(self) -> str:
         out: list[str] = []
