@@ -18,6 +18,12 @@ enforced here, and the code that enforces it cites the row's own sources:
 | Lustre create failing late | world_lustre.py (quota, `lustre:create-late` fault) | lustre_v1 Instance.State and LRO docstrings; cluster-toolkit 5290 |
 | REST shapes offline | rest_compute.py (compute.v1 discovery document, Google's error JSON) | google-api-python-client 2.202.0 discovery_cache |
 | official clients that exist | grpc_serviceusage.py, world_services.py, rest_compute.py | google-cloud-service-usage 1.18.0, google-cloud-compute 1.57 |
+| the Ray of the cluster | images.py (images -> the Ray 2.46.0 environment), rayhead.py, kuberay/procpods.py, nemo_rl_tree.py | NeMo-RL v0.4.0 pyproject.toml, uv.lock, docker/Dockerfile |
+| KubeRay by version | kuberay/versions.py (conditions, probes, head service per release), kuberay/probes.py (the kubelet's prober) | ray-project/kuberay tags v1.1.0 to v1.7.0: features.go, common/pod.go, raycluster_controller.go |
+| the system pool's taint | toolkit/blueprint.py (SYSTEM_POOL_TAINT) | cluster-toolkit v1.94.0 gke-cluster variables.tf system_node_pool_taints |
+| Spot preemption | kuberay/preemption.py (graceful shutdown, or a VM gone silently), nodes/pools.py (the node back after spot_replace) | GKE docs Spot VMs and preemptible VMs; kubernetes.io node-shutdown; kube-controller-manager --node-monitor-grace-period |
+| Secrets mounted as files | kuberay/secretvolumes.py | kubernetes pkg/volume/secret, atomic_writer.go, pod_workers.go; kubernetes.io Secrets |
+| kubectl port-forward | kube/spdy.py, kube/portforward_spdy.py, kube/portforward.py | kubectl, client-go, apimachinery, apiserver v0.32.4; moby/spdystream v0.5.0; containerd sandbox_portforward.go |
 | the real gcloud on these machines | rest_util.py, rest_lustre.py, rest_container.py, rest_serviceusage.py, rest_servicenetworking.py, rest_resourcemanager.py; proxy.py (Service Networking, which SDK 528 cannot override); manage.tool_env (`rltui sandbox env`) | FACTS; gcloud 528 apis_internal.py; discovery documents in google-api-python-client 2.202.0; lustre_v1 rest_base.py |
 
 The sandbox keeps its own copy of every rule it enforces (rules.py: Lustre tiers, name

@@ -99,15 +99,22 @@ def _answers(info: dict[str, Any]) -> bool:
 def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path | None = None,
           root: Path | None = None, timeout: float = START_TIMEOUT_S,
           quotas: dict[str, float] | None = None, lustre_quota_gib: int | None = None,
-          denied: list[str] | None = None) -> Status:
+          denied: list[str] | None = None, kuberay_version: str | None = None) -> Status:
     """Start the daemon (or return the running one) once all its endpoints answer. `quotas`:
     regional Compute Engine limits by metric; `lustre_quota_gib`: Lustre capacity per zone and
-    network; `denied`: permissions the caller lacks (a running daemon keeps its own)."""
+    network; `denied`: permissions the caller lacks; `kuberay_version`: the KubeRay release the
+    RayOperator add-on runs (None: kuberay/versions.py DEFAULT). A running daemon keeps its own."""
     root = root or sandbox_dir()
     running = read_status(root)
     if running:
         (root / GCLOUD_CONFIG_DIR).mkdir(exist_ok=True)
         return running
+    from . import images
+
+    try:
+        images.ray_env()  # the cluster's Ray (images.py): no Ray head nor job runs without it
+    except images.MissingRayEnv as exc:
+        raise SandboxError(str(exc)) from None
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)
     # The gcloud config directory the sandbox's tools use (Endpoints.sandbox sets CLOUDSDK_CONFIG to
@@ -124,6 +131,8 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
         argv += ["--lustre-quota-gib", str(lustre_quota_gib)]
     for permission in denied or ():
         argv += ["--deny", permission]
+    if kuberay_version is not None:
+        argv += ["--kuberay-version", kuberay_version]
     log = open(root / LOG_FILE, "ab")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -139,7 +148,9 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
         if isinstance(info, dict) and info.get("pid") == proc.pid and _answers(info):
             return Status(info)
         time.sleep(0.05)
+    children = _children(root)  # read first: the daemon removes the file as it stops
     _terminate([proc.pid], grace=3.0)
+    _sweep_sessions(children, grace=5.0)  # Ray heads it had started (a restart with saved state)
     raise SandboxError(f"the sandbox did not answer within {timeout:.0f} s; see {root / LOG_FILE}")
 
 
@@ -266,17 +277,56 @@ def gcloud_env(status: Status) -> dict[str, str]:
     return dict(stored) if isinstance(stored, dict) else tool_env(status.info)
 
 
-def env_lines(status: Status) -> list[str]:
-    """`export NAME=value` lines (shell-quoted) for `eval "$(rltui sandbox env)"`."""
+TOOLS_DIR = "tools"      # <sandbox dir>/tools: what `rltui sandbox env` puts first on PATH
+TOOLS_ENV = "RLTUI_SANDBOX_TOOLS"   # names that folder in the user's shell
+
+
+def shell_tools(status: Status) -> tuple[Path, list[str]]:
+    """The folder holding exactly the two commands the codelab runs that are not on a plain
+    machine: `xpk` (the sandbox's fake xpk 1.16.0, which itself needs only the real gcloud and
+    kubectl from the user's PATH) and `ray` (the Ray CLI beside this Python, i.e. the user's own
+    `pip install "ray[default]"`, as the codelab tells Cloud Shell users). Links, remade on
+    every call, so the folder follows a restarted daemon and a reinstalled Ray. Returns the
+    folder and what is missing, one line each."""
+    root = Path(status.info.get("bin_dir") or Path(status.info["gcloud_config"]).parent / "bin")
+    folder = root.parent / TOOLS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {"xpk": root / "xpk", "ray": Path(sys.executable).parent / "ray"}
+    missing = []
+    for name, target in wanted.items():
+        link = folder / name
+        if not target.exists():
+            link.unlink(missing_ok=True)
+            missing.append(f"{name}: not found at {target}" + (
+                " (pip install \"ray[default]\" into rltui's environment)" if name == "ray" else
+                " (restart the sandbox: rltui sandbox stop && rltui sandbox start)"))
+            continue
+        tmp = folder / f".{name}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)
+    return folder, missing
+
+
+def env_lines(status: Status, tools: Path | None = None) -> list[str]:
+    """`export NAME=value` lines (shell-quoted) for `eval "$(rltui sandbox env)"`; with `tools`
+    (shell_tools' folder) a last line puts it first on PATH, the PATH of the shell that evals it
+    kept after it ("$PATH" expands then, so it stays outside the quoting). That line first
+    exports the folder as RLTUI_SANDBOX_TOOLS: a reader taking each line as one NAME=value
+    (KEY=VALUE parsers) reads that, never a PATH with "$PATH" unexpanded in it."""
     import shlex
 
-    return [f"export {name}={shlex.quote(value)}" for name, value in gcloud_env(status).items()]
+    lines = [f"export {name}={shlex.quote(value)}" for name, value in gcloud_env(status).items()]
+    if tools is not None:
+        quoted = shlex.quote(str(tools))
+        lines.append(f'export {TOOLS_ENV}={quoted} PATH={quoted}:"$PATH"')
+    return lines
 
 
-def preempt(status: Status, node: str | None = None, head: bool = False) -> str:
-    """Take a GPU node away like a Spot preemption (`head`: the Ray head pod's); returns what
-    happened, in one line."""
-    body = json.dumps({"head": True} if head else {"node": node}).encode()
+def preempt(status: Status, node: str | None = None, head: bool = False, hard: bool = False) -> str:
+    """Take a GPU node away like a Spot preemption (`head`: the Ray head pod's; `hard`: without
+    a graceful shutdown); returns what happened, in one line."""
+    body = json.dumps({**({"head": True} if head else {"node": node}), "hard": hard}).encode()
     req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/preempt", data=body,
                                  method="POST", headers={"Content-Type": "application/json"})
     try:
@@ -292,5 +342,9 @@ def preempt(status: Status, node: str | None = None, head: bool = False) -> str:
     except OSError as exc:
         raise SandboxError(f"the sandbox did not answer: {exc}") from None
     pods = ", ".join(result.get("pods", [])) or "no pod"
-    return f"preempted node {result.get('node')} ({pods}); it comes back in about" \
+    if result.get("mode") == "hard":
+        return (f"preempted node {result.get('node')} without a shutdown ({pods}): Ray lost it now, Kubernetes"
+                f" sees it NotReady in about {result.get('not_ready_in_s', '?')} s; it comes back in about"
+                f" {result.get('returns_in_s', '?')} s")
+    return f"preempted node {result.get('node')} ({pods}): its pods were shut down; it comes back in about" \
            f" {result.get('returns_in_s', '?')} s"
