@@ -381,11 +381,28 @@ class RLTuiApp(App):
                                      "reset": True})
 
     @work(exclusive=True, group="job", exit_on_error=False)
-    async def submit_job(self, resume: bool = False) -> None:
-        job_id = await self.session.submit(resume)
+    async def submit_job(self, resume: bool = False, new_folder: bool = False) -> None:
+        from .plan.jobs import FolderChoice
+
+        try:
+            job_id = await self.session.submit(resume, new_folder)
+        except FolderChoice as found:  # the folder holds checkpoints on the volume: ask
+            self.ask_checkpoint_folder(found)
+            return
         self.notify(f"submitted {job_id}", title="Job")
         self.reset_job(job_id)
         self.follow_logs()
+
+    def ask_checkpoint_folder(self, found: Any) -> None:
+        """Resume from the newest step or start a new run in a fresh folder (a modal; Escape
+        submits nothing); the answer submits again, and the volume is asked again."""
+        from .screens.checkpoint_prompt import NEW, RESUME, CheckpointPrompt
+
+        def answered(answer: str | None) -> None:
+            if answer in (RESUME, NEW):
+                self.submit_job(resume=answer == RESUME, new_folder=answer == NEW)
+
+        self.push_screen(CheckpointPrompt(found), answered)
 
     @work(exclusive=True, group="logs", exit_on_error=False)
     async def follow_logs(self) -> None:

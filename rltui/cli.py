@@ -188,12 +188,25 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             for permission in args.deny or []:
                 if not re.fullmatch(r"[a-z][A-Za-z0-9]*(\.[A-Za-z0-9]+){2}", permission):
                     problems.append(f"--deny: {permission!r} is not a permission like lustre.instances.create")
+            kuberay = None
+            if args.kuberay_version is not None:
+                from .sandbox.kuberay.versions import KubeRay, UnsupportedVersion
+
+                try:
+                    kuberay = KubeRay.parse(args.kuberay_version).version
+                except UnsupportedVersion as exc:
+                    problems.append(f"--kuberay-version: {exc}")
             if problems:
                 raise UsageError("\n".join(problems))
             status = manage.start(args.speed, args.faults, args.seed, args.profile,
-                                  quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny)
+                                  quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny,
+                                  kuberay_version=kuberay)
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
-                  f" Kubernetes {status.info['kube_api']}, state in {manage.sandbox_dir()}")
+                  f" Kubernetes {status.info['kube_api']}, KubeRay {status.info.get('kuberay_version')},"
+                  f" state in {manage.sandbox_dir()}")
+            if kuberay is not None and status.info.get("kuberay_version") != kuberay:
+                print(f"sandbox: it was already running with KubeRay {status.info.get('kuberay_version')}:"
+                      " `rltui sandbox stop` first to change it", file=sys.stderr)
         elif args.action == "status":
             status = manage.read_status()
             if args.json:
@@ -214,12 +227,18 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             if not status:
                 print("sandbox: no sandbox running: start it with `rltui sandbox start`", file=sys.stderr)
                 return 1
-            print("\n".join(manage.env_lines(status)))
+            tools, missing = manage.shell_tools(status)
+            for line in missing:   # on stderr: eval reads only stdout
+                print(f"sandbox env: {line}", file=sys.stderr)
+            print("\n".join(manage.env_lines(status, tools)))
         elif args.action == "preempt":
             status = manage.read_status()
             if not status:
                 raise UsageError("no sandbox running: start it with `rltui sandbox start`")
-            print(manage.preempt(status, args.node, head=args.head))
+            if args.hard and args.head:
+                raise UsageError("--hard takes a Ray worker's node: the sandbox restarts a lost Ray head's"
+                                 " process as its kubelet would, which a VM gone without a shutdown cannot")
+            print(manage.preempt(status, args.node, head=args.head, hard=args.hard))
     except manage.SandboxError as exc:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1
@@ -297,7 +316,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume,
                                                            recover=not args.no_recover,
-                                                           follow=args.follow))
+                                                           follow=args.follow,
+                                                           new_folder=args.new_folder))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -360,6 +380,15 @@ def cmd_wizard(args: argparse.Namespace) -> int:
     for flag, value in (("--port", args.port), ("--public-url", args.public_url)):
         if value is not None:
             raise UsageError(f"{flag}: only with --serve")
+    if args.sandbox:
+        from .sandbox import images, manage
+
+        if manage.read_status() is None:  # the wizard would start one: say now if it cannot
+            try:
+                images.ray_env()
+            except images.MissingRayEnv as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
     from .app import RLTuiApp
     from .widgets.chrome import HeaderInfo
 
@@ -447,8 +476,13 @@ def build_parser(wizard_only: bool = False) -> Parser:
                    help="create nothing: check quotas, permissions, names and the zone; exit 1 if the"
                         " plan cannot run")
     p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the last job from its newest checkpoint")
+    folder = p.add_mutually_exclusive_group()
+    folder.add_argument("--resume", action="store_true",
+                        help="continue from the newest step_N checkpoint in the checkpoint folder"
+                             " on the Lustre volume")
+    folder.add_argument("--new-folder", action="store_true",
+                        help="when the checkpoint folder already holds checkpoints: start a new run"
+                             " in a fresh CHECKPOINT_DIR-N folder")
     p.add_argument("--no-recover", action="store_true",
                    help="no supervisor on the cluster: a preemption ends the job (as `ray job submit`)")
     p.add_argument("--follow", action="store_true",
@@ -487,15 +521,21 @@ def build_parser(wizard_only: bool = False) -> Parser:
     a.add_argument("--deny", action="append", metavar="PERMISSION",
                    help="a permission the caller lacks (testIamPermissions leaves it out), e.g."
                         " lustre.instances.create (repeatable)")
+    a.add_argument("--kuberay-version", metavar="V",
+                   help="the KubeRay release the RayOperator add-on runs, 1.1.0 to 1.7.0 (default"
+                        " 1.7.0): status conditions, probes and readiness follow it")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")
-    actions.add_parser("env", help="export lines pointing the real gcloud and kubectl at it:"
-                                   ' eval "$(rltui sandbox env)"')
+    actions.add_parser("env", help="export lines pointing the real gcloud and kubectl at it, with"
+                                   ' xpk and ray first on PATH: eval "$(rltui sandbox env)"')
     a = actions.add_parser("preempt", help="take a GPU node away, as Spot preemption does")
     which = a.add_mutually_exclusive_group()
     which.add_argument("--node", help="the node's name (default: a worker's node)")
     which.add_argument("--head", action="store_true", help="the node running the Ray head pod")
+    a.add_argument("--hard", action="store_true",
+                   help="no graceful shutdown: Ray loses the node at once, Kubernetes only after the"
+                        " node-monitor grace period (default: GKE's 30 s graceful shutdown)")
     return parser
 
 

@@ -130,16 +130,17 @@ async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
 # --- submit -----------------------------------------------------------------------------------
 
 async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool, recover: bool = True,
-                 follow: bool = False, out: Callable[[str], None] = print,
+                 follow: bool = False, new_folder: bool = False, out: Callable[[str], None] = print,
                  err: Callable[[str], None] | None = None,
                  write: Callable[[str], None] | None = None) -> int:
     """Submit; print its id. With `follow`, then its log until it ends, as `logs --follow`
     (and as `ray job submit` does by default), on the same connection: one process, one
-    port-forward."""
+    port-forward. A checkpoint folder that already holds checkpoints on the Lustre volume
+    needs --resume or --new-folder (plan/jobs.py FolderChoice: a Refused, so exit 2)."""
     err = err or (lambda line: print(line, file=sys.stderr))
     ctx = Context(cfg, endpoints)
     try:
-        done = await submit_job(ctx, resume=resume, recover=recover)
+        done = await submit_job(ctx, resume=resume, recover=recover, new_folder=new_folder)
         for note in done.notes:
             err(note)
         if not follow:
@@ -237,6 +238,8 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         out(f"  job {job['id']}: {job['status']}{step}{tries}")
         if job.get("recovery"):
             out(f"    {job['recovery']}")
+        if str(job.get("supervisor", "running")) != "running":
+            out(f"    recovery is NOT on: the supervisor is {job['supervisor']}")
     for line in _cost_lines(cost):
         out(f"  {line}")
     return 0

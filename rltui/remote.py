@@ -294,8 +294,8 @@ class RemoteSession(Session):
 
     # --- job ---
 
-    async def submit(self, resume: bool) -> str:
-        return str(await self._call("submit", resume))
+    async def submit(self, resume: bool, new_folder: bool = False) -> str:
+        return str(await self._call("submit", resume, new_folder))
 
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
         return str(await self._call("follow_logs", Callback(), job_id, on_event=on_text))

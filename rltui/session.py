@@ -237,10 +237,12 @@ class Session:
         assert self.cfg is not None
         return manifests.job_files(self.cfg)
 
-    async def submit(self, resume: bool) -> str:
+    async def submit(self, resume: bool, new_folder: bool = False) -> str:
+        """The job's id. A checkpoint folder already holding checkpoints on the Lustre volume,
+        with neither `resume` nor `new_folder`, raises plan.jobs.FolderChoice: the wizard asks."""
         from .plan.jobs import submit_job
 
-        return (await submit_job(self.context(), resume=resume)).job_id
+        return (await submit_job(self.context(), resume=resume, new_folder=new_folder)).job_id
 
     def last_job_id(self) -> str | None:
         from .plan.jobs import last_job_id

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import runs
 from ..config import RLConfig, submit_problems
 from ..envfile import write_private
+from .checkpoints import Volume, ask_volume, in_family
 from .context import Context
 
 if TYPE_CHECKING:
@@ -126,19 +127,92 @@ def _attempts(run: RunState | None, job_id: str, status: str) -> list[dict[str, 
     return [a.as_json() for a in run.attempts]
 
 
-def checkpoint_dir_for(cfg: RLConfig, jobs: list[JobRecord], resume: bool) -> tuple[str, str]:
-    """(the folder, a line saying why): resume continues the newest job's folder; a new run
-    gets a folder no earlier job used, so it never silently resumes an old one."""
+class FolderChoice(Refused):
+    """The checkpoint folder holds checkpoints and the submit said neither resume nor new
+    folder: the caller asks (headless: exit 2 naming both flags; the wizard: a prompt). Its
+    fields are its args, so it crosses the wizard's worker link (a pickle) whole."""
+
+    def __init__(self, folder: str, newest: int, count: int, fresh: str, max_steps: int) -> None:
+        super().__init__(folder, newest, count, fresh, max_steps)
+
+    @property
+    def folder(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def newest(self) -> int:
+        return int(self.args[1])
+
+    @property
+    def count(self) -> int:
+        return int(self.args[2])
+
+    @property
+    def fresh(self) -> str:
+        return str(self.args[3])
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.args[4])
+
+    @property
+    def finished(self) -> bool:
+        """Resuming would train no step: NeMo-RL loops while total_steps < grpo.max_num_steps."""
+        return self.newest >= self.max_steps
+
+    def __str__(self) -> str:
+        found = (f"{self.folder} on the Lustre volume already holds {self.count} checkpoint"
+                 f"{'s' if self.count != 1 else ''}, the newest step_{self.newest}")
+        if self.finished:
+            return (f"{found} (MAX_STEPS is {self.max_steps}: that run is finished): pass --new-folder"
+                    f" to start a new run in {self.fresh}, or raise MAX_STEPS and pass --resume")
+        return (f"{found}: pass --resume to continue from step {self.newest}, or --new-folder to"
+                f" start a new run in {self.fresh}")
+
+
+@dataclass(frozen=True)
+class FolderPlan:
+    folder: str
+    why: str = ""                   # a line for the notes; "" when there is nothing to say
+    resume_from: int | None = None  # the step NeMo-RL resumes from; None for a new run
+
+
+def checkpoint_dir_for(cfg: RLConfig, jobs: list[JobRecord], volume: Volume, *, resume: bool = False,
+                       new_folder: bool = False) -> FolderPlan:
+    """Where the run's checkpoints go, decided from what the volume holds (plan/checkpoints.py:
+    NeMo-RL resumes from whatever step_N the folder holds, so the local records cannot decide).
+
+    The folder in question is the newest recorded job's, when it is one of env.sh's
+    CHECKPOINT_DIR family (CHECKPOINT_DIR or CHECKPOINT_DIR-N), else CHECKPOINT_DIR itself (a
+    new machine, or env.sh names another folder now). Holding no step_N, a new run goes there.
+    Holding some: `resume` continues from the newest, `new_folder` takes the first of the family
+    the volume does not hold and no recorded job used, and neither raises FolderChoice.
+    `resume` refuses when there is nothing to resume (a run that would quietly start again at
+    step 1) or when the newest step already reaches MAX_STEPS (a run that would train nothing)."""
+    base = cfg.checkpoint_dir
+    last = jobs[-1].checkpoint_dir if jobs else None
+    current = volume.folder(last if last and in_family(last, base) else base)
+    fresh = volume.fresh({j.checkpoint_dir for j in jobs})
+    newest, count = current.newest, len(current.steps)
     if resume:
-        if not jobs:
-            raise Refused("--resume: no earlier job of this cluster to resume; run `rltui submit`")
-        return jobs[-1].checkpoint_dir, f"resuming from the newest checkpoint in {jobs[-1].checkpoint_dir}"
-    used = {j.checkpoint_dir for j in jobs}
-    folder, n = cfg.checkpoint_dir, 1
-    while folder in used:
-        n += 1
-        folder = f"{cfg.checkpoint_dir}-{n}"
-    return folder, (f"new run: checkpoints go to {folder} (use --resume to continue the last)" if n > 1 else "")
+        if newest is None:
+            raise Refused(f"--resume: {current.path} holds no step_N checkpoint on the Lustre volume,"
+                          " so there is nothing to resume; run `rltui submit` without --resume to"
+                          " start a new run")
+        if newest >= cfg.max_steps:
+            raise Refused(f"--resume: {current.path} already holds step_{newest} and MAX_STEPS is"
+                          f" {cfg.max_steps}, so NeMo-RL would train no step; raise MAX_STEPS in"
+                          f" env.sh, or pass --new-folder to start a new run in {fresh}")
+        return FolderPlan(current.path, f"resuming from step_{newest} in {current.path} (the newest"
+                          f" of {count} on the Lustre volume)", newest)
+    if newest is None:
+        quiet = current.path == base and not new_folder
+        return FolderPlan(current.path, "" if quiet else f"new run: checkpoints go to {current.path}"
+                          " (it holds no checkpoint on the Lustre volume)")
+    if not new_folder:
+        raise FolderChoice(current.path, newest, count, fresh, cfg.max_steps)
+    return FolderPlan(fresh, f"new run: checkpoints go to {fresh} ({current.path} keeps its"
+                      f" step_{newest}; --resume continues that one)")
 
 
 @dataclass
@@ -147,13 +221,17 @@ class Submitted:
     job_dir: Path
     checkpoint_dir: str
     notes: list[str] = field(default_factory=list)
+    resume_from: int | None = None  # the step NeMo-RL resumes from; None for a new run
 
 
-async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Submitted:
+async def submit_job(ctx: Context, *, resume: bool, recover: bool = True,
+                     new_folder: bool = False) -> Submitted:
     """Write the job folder (run script, runtime env, .rayignore) and submit it to Ray's job
     API through the dashboard; HF_TOKEN is required only where the job downloads the model.
     With `recover`, a supervisor on the cluster then watches it and resubmits it after a
-    preemption (plan/supervision.py); without, the job is on its own, as `ray job submit` is."""
+    preemption (plan/supervision.py); without, the job is on its own, as `ray job submit` is.
+    The checkpoint folder is chosen from what the Lustre volume holds (checkpoint_dir_for); an
+    existing one with checkpoints and neither `resume` nor `new_folder` raises FolderChoice."""
     from .. import manifests
     from ..cloud.errors import CloudError
     from ..cloud.rayjobs import RayJobs, new_submission_id
@@ -164,7 +242,9 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Sub
     if problems:
         raise Refused("\n".join(str(p) for p in problems))
     jobs = job_records(ctx)
-    checkpoint_dir, why = checkpoint_dir_for(cfg, jobs, resume)
+    plan = checkpoint_dir_for(cfg, jobs, await ask_volume(ctx, cfg.checkpoint_dir), resume=resume,
+                              new_folder=new_folder)
+    checkpoint_dir, why = plan.folder, plan.why
     run_cfg = cfg.model_copy(update={"checkpoint_dir": checkpoint_dir})
     job_dir = ctx.jobs_dir / time.strftime("%Y%m%d-%H%M%S")
     job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -172,8 +252,13 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Sub
         path = write_private(job_dir / name, text)
         if name == manifests.RUN_SCRIPT_FILE:
             path.chmod(0o700)
+    # The Secret as env.sh has it now: the job reads its tokens from the Secret's files, and
+    # its runtime env names that Secret by fingerprints, so the run waits until the pod has it.
+    from .steps_kube import apply_job_secret
+    await apply_job_secret(await ctx.kube(), cfg)
     url = await ctx.dashboard()
-    runtime_env, metadata = manifests.runtime_env(run_cfg), {"rltui_checkpoint_dir": checkpoint_dir}
+    runtime_env = manifests.runtime_env(run_cfg, fingerprints=True)
+    metadata = {"rltui_checkpoint_dir": checkpoint_dir}
     submitted_at = time.time()
     job_id = await RayJobs(url).submit(job_dir, runtime_env=runtime_env, metadata=metadata,
                                        submission_id=new_submission_id())
@@ -181,15 +266,20 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True) -> Sub
     supervised = False
     if recover:
         try:
-            await start_supervisor(ctx, job_id, manifests.job_files(run_cfg), entrypoint=ENTRYPOINT,
-                                   runtime_env=runtime_env, metadata=metadata, submitted_at=submitted_at)
+            started = await start_supervisor(ctx, job_id, manifests.job_files(run_cfg), entrypoint=ENTRYPOINT,
+                                             runtime_env=runtime_env, metadata=metadata,
+                                             submitted_at=submitted_at)
             supervised = True
-            notes.append("a supervisor on the cluster resubmits it after a preemption"
-                         " (from the newest checkpoint); --no-recover submits without one")
+            if started.running:
+                notes.append("recovery is on: a supervisor on the cluster resubmits it after a preemption"
+                             " (from the newest checkpoint); --no-recover submits without one")
+            else:  # its objects exist: it takes over once its pod runs
+                notes.append(f"recovery is NOT on yet: the job's supervisor does not run ({started.why});"
+                             " it takes over once its pod runs (`rltui status` says when)")
         except CloudError as exc:
             notes.append(f"the job runs WITHOUT recovery: its supervisor could not be made ({exc.message})")
     remember_job(ctx, JobRecord(job_id, checkpoint_dir, str(job_dir), submitted_at, supervised))
-    return Submitted(job_id, job_dir, checkpoint_dir, notes)
+    return Submitted(job_id, job_dir, checkpoint_dir, notes, plan.resume_from)
 
 
 ENTRYPOINT = "bash run_nemo_rl.sh"  # what RayJobs.submit runs by default, as the codelab does
@@ -215,7 +305,9 @@ async def resolve_job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str
     known = last_job_id(ctx)
     if known:
         return known
-    listed = sorted(await jobs_api.list(), key=lambda j: j.start_time_ms or 0)
+    # Not rltui's own checks of the volume (plan/checkpoints.py): they are deleted once read.
+    listed = sorted((j for j in await jobs_api.list() if "rltui_probe" not in j.metadata),
+                    key=lambda j: j.start_time_ms or 0)
     if not listed:
         raise Refused("no job has been submitted to this cluster: run `rltui submit`")
     return str(listed[-1].submission_id)
@@ -315,9 +407,15 @@ async def job_summary(ctx: Context) -> dict[str, Any] | None:
         if run is None:
             return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None,
                     "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
-        return {"id": run.latest.id, "status": run.status, "step": run.step, "total_steps": run.total_steps,
-                "message": run.message, "recovery": run.recovery_line(),
-                "attempts": [a.as_json() for a in run.attempts]}
+        summary = {"id": run.latest.id, "status": run.status, "step": run.step, "total_steps": run.total_steps,
+                   "message": run.message, "recovery": run.recovery_line(),
+                   "attempts": [a.as_json() for a in run.attempts]}
+        if not run.final:  # recovery is on only while its supervisor runs
+            from .supervision import supervisor_running
+
+            sup = await supervisor_running(ctx, known[-1].id, 0.0)
+            summary["supervisor"] = "running" if sup.running else f"not running: {sup.why}"
+        return summary
     try:
         jobs_api = RayJobs(await ctx.dashboard())
         info = await jobs_api.info(known[-1].id)

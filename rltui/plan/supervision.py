@@ -112,17 +112,17 @@ async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, 
             if await kube.get("configmaps", obj["metadata"]["name"]) is not None:
                 continue  # a re-run of the same submit: never overwrite the supervisor's record
         await kube.apply(obj)
-    return await supervisor_running(ctx, job_id, ms.START_WAIT_S * ctx.endpoints.time_scale)
+    return await supervisor_running(ctx, job_id, max(5.0, ms.START_WAIT_S * ctx.endpoints.time_scale))
 
 
 async def supervisor_running(ctx: Context, job_id: str, timeout_s: float) -> SupervisorStart:
-    """Wait up to `timeout_s` for the run's supervisor Deployment to be Available (its
-    Available condition True: apps/v1 DeploymentStatus), else say why its pod does not run
-    from the pod's own status (the scheduler's PodScheduled message, a waiting container's
-    reason), never from error text."""
+    """Wait up to `timeout_s` (0: look once) for the run's supervisor Deployment to be
+    Available (its Available condition True: apps/v1 DeploymentStatus), else say why its pod
+    does not run from the pod's own status (the scheduler's PodScheduled message, a waiting
+    container's reason), never from error text."""
     kube = await ctx.kube()
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout_s, 5.0)
+    deadline = loop.time() + timeout_s
     poll = max(0.5, min(5.0, 10.0 * ctx.endpoints.time_scale))
     selector = f"{ms.ROLE_LABEL}={ms.NAME},{ms.RUN_LABEL}={ms.run_key(job_id)}"
     while True:

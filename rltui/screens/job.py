@@ -5,9 +5,12 @@ size that does not fit the prompts x generations shows why under GLOBAL_BATCH_SI
 preview is `rltui.manifests.job_files` of the form's values; while they are invalid it lists
 the problems instead and Submit is off; an emptied field is a problem (named), never the
 default it would fall back to. Submit (ctrl+g) saves unsaved edits first: the job runs what
-env.sh holds; resubmit-to-resume is in the palette and its button. The preview opens
-full-screen (ctrl+o, `JobPreview.pane_text`) where its long lines wrap. The Ray dashboard's URL
-shows when the app publishes it (the bus topic `dashboard`).
+env.sh holds; resubmit-to-resume is in the palette and its button. Either way the engine asks
+the Lustre volume what the checkpoint folder holds first (plan/checkpoints.py): a plain submit
+into a folder holding checkpoints brings a prompt, resume or a new folder (the app's
+`ask_checkpoint_folder`, screens/checkpoint_prompt.py), as `rltui submit` asks for --resume or
+--new-folder. The preview opens full-screen (ctrl+o, `JobPreview.pane_text`) where its long
+lines wrap. The Ray dashboard's URL shows when the app publishes it (the bus topic `dashboard`).
 """
 
 from __future__ import annotations

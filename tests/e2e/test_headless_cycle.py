@@ -237,9 +237,10 @@ def test_logs_without_follow_ends_with_the_jobs_status(user):
 def test_a_second_run_is_listed_and_compared_beside_the_first(user):
     """Issue 14: two sandbox runs in `rltui runs` (no env.sh, no sandbox needed to read them)
     and `rltui runs compare A B` with both side by side, step by step. A new submit gets a
-    checkpoint folder of its own, so the second run trains its 20 steps again. This one is
+    checkpoint folder of its own (--new-folder: the first one's holds step_20), so the second run
+    trains its 20 steps again. This one is
     `submit --follow`: the id first, then the log as `logs --follow` gives it, the status last."""
-    out = rltui(user, "submit", "--follow")
+    out = rltui(user, "submit", "--new-folder", "--follow")
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.rstrip("\n").splitlines()
     first, second = user["first_job"], lines[0]

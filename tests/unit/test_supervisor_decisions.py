@@ -205,3 +205,22 @@ def test_a_follower_waits_for_an_attempt_ray_has_not_accepted_yet() -> None:
     text = "".join(out)
     assert final == "SUCCEEDED" and "Step 7/20" in text
     assert "went with the lost Ray head" not in text
+
+
+def test_why_the_supervisor_does_not_run_comes_from_its_pod_status() -> None:
+    """What `submit` and `status` say when recovery is not on (the defect: the supervisor's pod
+    stayed Pending on the tainted system pool while submit said recovery was on)."""
+    from rltui.plan.supervision import pending_reason
+
+    pending = {"metadata": {"name": "rltui-supervisor-x-1"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 1 node(s) had untolerated taint "
+                    "{components.gke.io/gke-managed-components: true}, 2 node(s) didn't match Pod's node affinity"}]}}
+    assert pending_reason([pending]) == ("pod rltui-supervisor-x-1 is Pending: 0/3 nodes are available: 1 node(s) "
+                                         "had untolerated taint {components.gke.io/gke-managed-components: true}, "
+                                         "2 node(s) didn't match Pod's node affinity")
+    pulling = {"metadata": {"name": "p"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True"}], "containerStatuses": [
+        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]}}
+    assert pending_reason([pulling]) == "pod p is waiting: ImagePullBackOff: Back-off pulling image"
+    assert pending_reason([]) == "no supervisor pod exists yet"
