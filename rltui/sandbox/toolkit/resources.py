@@ -155,7 +155,7 @@ class Cloud:
         config = container_v1.NodeConfig(
             machine_type=s["machine_type"], image_type="COS_CONTAINERD", resource_labels=dict(s["labels"]),
             taints=[container_v1.NodeTaint(key=t["key"], value=t["value"],
-                                           effect=container_v1.NodeTaint.Effect[t["effect"]])
+                                           effect=getattr(container_v1.NodeTaint.Effect, t["effect"]))
                     for t in s.get("taints") or []])
         if s.get("accelerator"):
             labels = {"cloud.google.com/gke-accelerator": s["accelerator"]}
