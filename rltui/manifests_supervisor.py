@@ -14,6 +14,7 @@ the same toleration (xpk cluster_gcluster.py), and so does the supervisor.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 from typing import Any
@@ -23,7 +24,7 @@ from .manifests import MANAGED_BY, RAY_VERSION
 
 NAME = "rltui-supervisor"
 NAMESPACE = "default"  # where the RayCluster and its Secret live (the codelab uses default)
-CODE_CONFIGMAP = "rltui-supervisor-code"
+CODE_CONFIGMAP = "rltui-supervisor-code"  # + a hash of the code: a new rltui never swaps a running one's
 CODE_MOUNT = "/opt/rltui"
 RUN_LABEL = "rltui/run"
 ROLE_LABEL = "app.kubernetes.io/name"
@@ -58,7 +59,7 @@ def deployment_name(job_id: str) -> str:
     return f"{NAME}-{run_key(job_id)}"
 
 
-CODE_FILES = ("supervisor.py", "kubeapi.py")  # the command runs the first; it imports the second
+CODE_FILES = ("supervisor.py", "kubeapi.py", "rayapi.py")  # the command runs the first; it imports the others
 
 
 def supervisor_sources() -> dict[str, str]:
@@ -111,8 +112,9 @@ def supervisor_objects(cfg: RLConfig, job_id: str, spec: dict[str, Any], files: 
                "metadata": _meta(run_name, cfg, job_id),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": run_name},
                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]}
-    code = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CODE_CONFIGMAP, cfg),
-            "data": supervisor_sources()}
+    sources = supervisor_sources()
+    code_name = f"{CODE_CONFIGMAP}-{hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()[:10]}"
+    code = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(code_name, cfg), "data": sources}
     run = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(cm_name, cfg, job_id),
            "data": {"spec.json": json.dumps(spec, indent=1, sort_keys=True),
                     "state.json": json.dumps(state, sort_keys=True),
@@ -138,6 +140,6 @@ def supervisor_objects(cfg: RLConfig, job_id: str, spec: dict[str, Any], files: 
                               "spec": {"serviceAccountName": NAME, "terminationGracePeriodSeconds": 10,
                                        "affinity": affinity, "tolerations": [dict(SYSTEM_POOL_TOLERATION)],
                                        "containers": [container],
-                                       "volumes": [{"name": "code", "configMap": {"name": CODE_CONFIGMAP}}]}}},
+                                       "volumes": [{"name": "code", "configMap": {"name": code_name}}]}}},
     }
     return [account, role, binding, code, run, deployment]

@@ -60,22 +60,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import re
 import signal
 import sys
-import tempfile
-import threading
 import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 from typing import Any
 
-try:  # in the package (rltui's tests), or beside this file in the ConfigMap's folder (the pod)
-    from .kubeapi import Kube, Trouble, fetch_json
+try:  # in the package (rltui's tests), or beside these files in the ConfigMap's folder (the pod)
+    from .kubeapi import Kube, Trouble
+    from .rayapi import LogTail, Ray
 except ImportError:
-    from kubeapi import Kube, Trouble, fetch_json  # type: ignore[import-not-found,no-redef]
+    from kubeapi import Kube, Trouble  # type: ignore[import-not-found,no-redef]
+    from rayapi import LogTail, Ray  # type: ignore[import-not-found,no-redef]
 
 log = logging.getLogger("rltui-supervisor")
 
@@ -91,116 +87,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NODE_GRACE_S = 50.0  # kube-controller-manager --node-monitor-grace-period default (Kubernetes 1.32+)
 TAIL_DRAIN_S = 10.0  # how long an ended job's tail may take to send its last lines
 GCS_RECONNECT_S = 60.0  # RAY_gcs_rpc_server_reconnect_timeout_s default: a raylet then gives up
-
-
-# ---- Ray's job API ---------------------------------------------------------------------------------
-
-
-class Ray:
-    """Reads over Ray's job REST API (a missing job is a 404); submits with Ray's own job client,
-    which packages and uploads the working dir as `ray job submit` does."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address.rstrip("/")
-
-    def _get(self, path: str) -> dict[str, Any] | None:
-        return fetch_json(urllib.request.Request(self.address + path), f"Ray job API {path}")
-
-    def answers(self) -> bool:
-        try:
-            return self._get("/api/version") is not None
-        except Trouble:
-            return False
-
-    def job(self, job_id: str) -> dict[str, Any] | None:
-        return self._get(f"/api/jobs/{urllib.parse.quote(job_id)}")
-
-    def tail(self, job_id: str) -> LogTail:
-        return LogTail(self.address, job_id)
-
-    def submit(self, job_id: str, spec: dict[str, Any], files: dict[str, str]) -> None:
-        from ray.job_submission import JobSubmissionClient  # in the image; slow to import: here
-
-        with tempfile.TemporaryDirectory(prefix="rltui-job-") as folder:
-            for name, text in files.items():
-                path = Path(folder) / name
-                path.write_text(text)
-                if name.endswith(".sh"):
-                    path.chmod(0o700)
-            runtime_env = dict(spec.get("runtime_env") or {}, working_dir=folder)
-            try:
-                client = JobSubmissionClient(self.address)
-                existing = {j.submission_id for j in client.list_jobs()}
-                if job_id in existing:
-                    return  # a submit whose answer was lost: it is there already
-                client.submit_job(entrypoint=spec["entrypoint"], runtime_env=runtime_env,
-                                  submission_id=job_id, metadata=dict(spec.get("metadata") or {}))
-            except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, requests' errors
-                raise Trouble(f"submit {job_id}: {exc}") from None
-
-
-class LogTail:
-    """One job's log as Ray's WebSocket tail sends it, read in a thread; `take()` returns what
-    arrived since the last call. The tail starts at the log's beginning, so after a broken
-    connection the text already taken is skipped when it comes again (the log only grows).
-    It ends when Ray closes it (the job is over) or `stop()`."""
-
-    RETRY_S = 2.0
-
-    def __init__(self, address: str, job_id: str) -> None:
-        self.address, self.job_id = address, job_id
-        self._chunks: queue.Queue[tuple[int, str]] = queue.Queue()
-        self._stop = threading.Event()
-        self.done = threading.Event()
-        self._session = 0  # which connection a chunk came from
-        self._taken = 0  # characters handed out, over all connections
-        self._seen: dict[int, int] = {}  # connection -> characters received on it
-        threading.Thread(target=self._run, name=f"tail-{job_id}", daemon=True).start()
-
-    def _run(self) -> None:
-        import asyncio
-
-        while not self._stop.is_set():
-            self._session += 1
-            try:
-                if asyncio.run(self._follow(self._session)):
-                    self.done.set()  # the stream ended with the job: its log is complete
-                    return
-            except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, aiohttp's errors
-                log.info("log tail of %s: %s", self.job_id, str(exc).splitlines()[0] if str(exc) else exc)
-            self._stop.wait(self.RETRY_S)
-
-    async def _follow(self, session: int) -> bool:
-        """Follow until the stream ends; True when the job is over. Ray 2.46.0's tail_job_logs
-        ends quietly on any close, a dropped connection included (dashboard/modules/job/sdk.py),
-        so the job's status says whether the log is complete or the tail must reconnect."""
-        from ray.job_submission import JobSubmissionClient  # in the image; slow to import: here
-
-        client = JobSubmissionClient(self.address)
-        async for text in client.tail_job_logs(self.job_id):
-            if self._stop.is_set():
-                return False
-            self._chunks.put((session, text))
-        return bool(client.get_job_status(self.job_id).is_terminal())
-
-    def take(self) -> str:
-        out: list[str] = []
-        while True:
-            try:
-                session, text = self._chunks.get_nowait()
-            except queue.Empty:
-                return "".join(out)
-            # Every connection starts at the log's first character: this chunk is the log's
-            # [start, start + len) and only what lies past what was taken is new.
-            start = self._seen.get(session, 0)
-            self._seen[session] = start + len(text)
-            if start + len(text) > self._taken:
-                fresh = text[max(0, self._taken - start):]
-                out.append(fresh)
-                self._taken += len(fresh)
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 # ---- what the pods say -------------------------------------------------------------------------------
@@ -238,8 +124,16 @@ def pod_snapshot(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                    "restarts": _restarts(p), "head": _is_head(p)} for p in pods}
 
 
-def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job_started: float) -> str | None:
-    """Why the job's nodes are not what it started on, or None when they are."""
+def _oom_killed(pod: dict[str, Any]) -> bool:
+    """The last container restart was the kernel's OOM killer: the job's own doing, not a node's."""
+    return any(((c.get("lastState") or {}).get("terminated") or {}).get("reason") == "OOMKilled"
+               for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job_started: float,
+              hard_only: bool = False) -> str | None:
+    """Why the job's nodes are not what it started on, or None when they are. `hard_only`: a
+    pod gone, recreated or restarted only, not one merely not Ready."""
     now = {p["metadata"]["uid"]: p for p in pods}
     # The head first: losing it loses the job table too, whatever else went with its node.
     for uid, was in sorted(before.items(), key=lambda kv: (not kv[1].get("head"), kv[1]["name"])):
@@ -252,11 +146,26 @@ def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job
         if job_started and _stamp(meta.get("creationTimestamp", "")) > job_started + 1:
             return f"pod {meta['name']} was recreated on node {node} after the job started"
         earlier = before.get(meta["uid"])
-        if earlier is not None and _restarts(pod) > earlier["restarts"]:
+        # A restart the first look missed shows as a container started after the job did.
+        restarted = (earlier is not None and _restarts(pod) > earlier["restarts"]) or \
+            bool(job_started and _started(pod) > job_started + 1)
+        if restarted and not _oom_killed(pod):
             return f"pod {meta['name']} on node {node} restarted"
-        if not _ready(pod):
+        if not _ready(pod) and not hard_only and not _oom_killed(pod):
             return f"pod {meta['name']} on node {node} is not running"
     return None
+
+
+def _fruitless(attempts: list[dict[str, Any]], saved: int) -> int:
+    """How many of the latest attempts, in a row, ended without a checkpoint newer than the one
+    they started from (`saved`: the newest now)."""
+    count = 0
+    for attempt in reversed(attempts):
+        end = int(attempt.get("saved_step", saved) or 0)
+        if end > int(attempt.get("resumed_from_step") or 0):
+            break
+        count += 1
+    return count
 
 
 def _started(pod: dict[str, Any]) -> float:
@@ -423,7 +332,9 @@ class Supervisor:
         try:
             job = self.ray.job(attempt["id"])
         except Trouble:
-            lost = lost_node(attempt["pods"], pods, started)
+            # Ray does not answer: only a pod gone, replaced or restarted says the head went; a
+            # pod briefly not Ready (a probe timing out under load) does not.
+            lost = lost_node(attempt["pods"], pods, started, hard_only=True)
             if not lost:
                 raise
             # The job API does not answer because the head is gone: the job went with it.
@@ -467,19 +378,35 @@ class Supervisor:
             why = f"preempted: {lost}" if lost else (message[0][:300] if message else "the job failed")
             self._failed(spec, state, attempt, why, lost=bool(lost))
 
+    def _stop_earlier(self, attempts: list[dict[str, Any]]) -> str:
+        """Never two drivers at once: an earlier attempt Ray still runs (judged lost while its
+        head merely did not answer) is stopped, and the resubmit waits until it has ended."""
+        for old in attempts:
+            try:
+                job = self.ray.job(old["id"])
+            except Trouble:
+                return f"cannot tell whether attempt {old['id']} still runs (the job API does not answer)"
+            if job is not None and str(job.get("status") or "") in RAY_ACTIVE:
+                self.ray.stop(old["id"])
+                return f"stopping attempt {old['id']}, which Ray still runs, before resubmitting"
+        return ""
+
     def _failed(self, spec: dict[str, Any], state: dict[str, Any], attempt: dict[str, Any], why: str,
                 lost: bool) -> None:
         if attempt.get("status") not in FINAL:
             attempt["status"], attempt["ended_at"] = "FAILED", round(self.clock(), 3)
         attempt["ended_reason"] = why
         saved = int(state.get("saved_step") or 0)
+        attempt["saved_step"] = saved
         attempt["lost_steps"] = max(0, int(attempt.get("last_step") or saved) - saved)
         if not lost:
             state["status"] = "FAILED"
             state["message"] = f"attempt {len(state['attempts'])} failed with no node lost, so it is not retried: {why}"
-        elif len(state["attempts"]) >= int(spec.get("max_attempts", 3)):
+        elif _fruitless(state["attempts"], saved) >= int(spec.get("max_attempts", 3)):
+            # Only attempts that saved nothing new count: a long Spot run may be preempted often.
             state["status"] = "FAILED"
-            state["message"] = f"gave up after {len(state['attempts'])} attempts: {why}"
+            state["message"] = (f"gave up after {_fruitless(state['attempts'], saved)} attempts in a row that "
+                                f"saved no new checkpoint: {why}")
         else:
             state["status"], state["message"] = "RECOVERING", why
             state["failed_at"] = round(self.clock(), 3)
@@ -498,6 +425,8 @@ class Supervisor:
                           float(spec.get("gcs_reconnect_s", GCS_RECONNECT_S)))
         if not waiting and not self.ray.answers():
             waiting = "the Ray head's job API does not answer yet"
+        if not waiting:
+            waiting = self._stop_earlier(state["attempts"])
         if waiting:
             state["waiting"] = waiting
             return

@@ -57,13 +57,14 @@ class RunState:
         return self.status in FINAL
 
     def recovery_line(self) -> str:
-        """`preempted at step 9, resumed from step 8 in 3:10` for the newest recovery, else ""."""
+        """`recovering: ...` while one goes on, else `preempted at step 9, resumed from step 8 in
+        3:10` for the newest recovery, else ""."""
+        if self.status == "RECOVERING":
+            return f"recovering: {self.message}" + (f" ({self.waiting})" if self.waiting else "")
         for earlier, later in reversed(list(zip(self.attempts, self.attempts[1:], strict=False))):
             at = earlier.last_step if earlier.last_step is not None else "?"
             took = "" if later.recover_s is None else f" in {_clock(later.recover_s)}"
             return f"preempted at step {at}, resumed from step {later.resumed_from_step}{took}"
-        if self.status == "RECOVERING":
-            return f"recovering: {self.message}" + (f" ({self.waiting})" if self.waiting else "")
         return ""
 
 
@@ -123,7 +124,6 @@ async def supervisor_running(ctx: Context, job_id: str, timeout_s: float) -> Sup
     kube = await ctx.kube()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    poll = max(0.5, min(5.0, 10.0 * ctx.endpoints.time_scale))
     selector = f"{ms.ROLE_LABEL}={ms.NAME},{ms.RUN_LABEL}={ms.run_key(job_id)}"
     while True:
         dep = await kube.get("deployments", ms.deployment_name(job_id))
@@ -135,7 +135,7 @@ async def supervisor_running(ctx: Context, job_id: str, timeout_s: float) -> Sup
         if loop.time() > deadline:
             pods = await kube.list("pods", selector)
             return SupervisorStart(False, pending_reason(pods) or "its Deployment is not Available")
-        await asyncio.sleep(poll)
+        await asyncio.sleep(max(0.5, min(5.0, 10.0 * ctx.endpoints.time_scale)))
 
 
 def pending_reason(pods: list[dict[str, Any]]) -> str:
@@ -186,9 +186,10 @@ async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
         attempt = state.attempts[index]
         if index > 0 or start != ids[0]:
             await say(("" if tail["newline"] else "\n") + separator(index + 1, attempt) + "\n")
+        ended = ""
         while True:
             try:
-                await jobs_api.follow(attempt.id, say)
+                ended = str(await jobs_api.follow(attempt.id, say))
             except CloudError as exc:
                 if exc.code == "NotFound" and await _not_accepted_yet(ctx, state.run, attempt.id):
                     await asyncio.sleep(poll_s)  # recorded before Ray has it: Ray accepts it soon
@@ -198,6 +199,7 @@ async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
                 else:
                     await say(f"(the log of {attempt.id} went with the lost Ray head)\n")
             break
+        waiting = ""
         while True:
             fresh = await run_state(ctx, state.run)
             if fresh is None:
@@ -210,6 +212,16 @@ async def follow_run(ctx: Context, jobs_api: Any, state: RunState, start: str,
                 if state.message:
                     await say(("" if tail["newline"] else "\n") + f"rltui supervisor: {state.message}\n")
                 return state.status
+            if state.waiting and state.waiting != waiting:  # what a recovery waits for, as it changes
+                waiting = state.waiting
+                await say(("" if tail["newline"] else "\n") + f"rltui supervisor: {waiting}\n")
+            if ended in FINAL:
+                # Only the supervisor writes a final status: with none running, Ray's word is the last.
+                sup = await supervisor_running(ctx, state.run, 0.0)
+                if not sup.running:
+                    await say(("" if tail["newline"] else "\n") + "rltui: the job's supervisor does not run"
+                              f" ({sup.why}): {attempt.id} ended {ended}, and nothing will resubmit it\n")
+                    return ended
             await asyncio.sleep(poll_s)
 
 
@@ -235,6 +247,13 @@ async def remove_supervisors(ctx: Context, out: Callable[[str], None]) -> None:
         name = dep["metadata"]["name"]
         out(f"removing the job supervisor {name}")
         await kube.delete("deployments", name, timeout_s=120.0)
+    # The Deployment goes first and its pods after it (Background propagation): wait until no
+    # supervisor pod is left, so none resubmits what teardown stops next.
+    deadline = asyncio.get_running_loop().time() + 120.0
+    while asyncio.get_running_loop().time() < deadline:
+        if not await kube.list("pods", SUPERVISOR_SELECTOR):
+            break
+        await asyncio.sleep(1.0)
     for kind in ("rolebindings", "roles", "configmaps"):
         for obj in await kube.list(kind, SUPERVISOR_SELECTOR):
             await kube.delete(kind, obj["metadata"]["name"], wait=False)

@@ -55,11 +55,16 @@ class Tail:
 
 
 class FakeRay:
-    def __init__(self, status: str) -> None:
-        self.status, self.submitted = status, []
+    def __init__(self, status: str, **by_id: str) -> None:
+        self.status, self.by_id, self.submitted, self.stopped = status, by_id, [], []
 
     def job(self, job_id: str) -> dict | None:
-        return {"status": self.status, "message": "Job entrypoint command failed with exit code 1"}
+        return {"status": self.by_id.get(job_id, self.status),
+                "message": "Job entrypoint command failed with exit code 1"}
+
+    def stop(self, job_id: str) -> None:
+        self.stopped.append(job_id)
+        self.by_id[job_id] = "STOPPED"
 
     def tail(self, job_id: str) -> Tail:
         return Tail()
@@ -144,7 +149,7 @@ def test_the_resubmit_is_saved_as_submitted_then_pending_once_ray_has_it() -> No
     head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w2", started=T0 + 10)
     state = {"status": "RECOVERING", "message": "preempted: pod rc-worker was lost", "saved_step": 6,
              "attempts": [{"id": "r", "status": "FAILED", "pods": sup.pod_snapshot([head, _pod("rc-worker", "w")])}]}
-    kube, ray, clock = FakeKube(state, [head, worker], SPEC), FakeRay("PENDING"), Clock()
+    kube, ray, clock = FakeKube(state, [head, worker], SPEC), FakeRay("PENDING", r="FAILED"), Clock()
     clock.now = T0 + 20
     s = sup.Supervisor(kube, ray, "rltui-run-r", clock)  # type: ignore[arg-type]
     assert s.tick() == "RUNNING"
@@ -183,6 +188,8 @@ def test_a_follower_waits_for_an_attempt_ray_has_not_accepted_yet() -> None:
 
     class Kube:
         async def get(self, kind: str, name: str) -> dict:
+            if kind == "deployments":  # the supervisor runs
+                return {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
             return {"data": {"state.json": json.dumps(states[0] if len(states) == 1 else states.pop(0))}}
 
     class Ctx:
@@ -224,3 +231,70 @@ def test_why_the_supervisor_does_not_run_comes_from_its_pod_status() -> None:
         {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]}}
     assert pending_reason([pulling]) == "pod p is waiting: ImagePullBackOff: Back-off pulling image"
     assert pending_reason([]) == "no supervisor pod exists yet"
+
+
+def test_an_earlier_attempt_ray_still_runs_is_stopped_before_the_resubmit() -> None:
+    """Judged lost while its head merely did not answer: never two drivers on the same GPUs."""
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w2", started=T0 + 10)
+    state = {"status": "RECOVERING", "message": "preempted", "attempts": [
+        {"id": "r", "status": "FAILED", "pods": sup.pod_snapshot([head, _pod("rc-worker", "w")])}]}
+    kube, ray, clock = FakeKube(state, [head, worker], SPEC), FakeRay("PENDING", r="RUNNING"), Clock()
+    clock.now = T0 + 20
+    s = sup.Supervisor(kube, ray, "rltui-run-r", clock)  # type: ignore[arg-type]
+    assert s.tick() == "RECOVERING"
+    assert ray.stopped == ["r"] and ray.submitted == []
+    assert "stopping attempt r" in kube.saved[-1]["waiting"]
+    assert s.tick() == "RUNNING" and ray.submitted == ["r-a2"]  # once Ray says it ended
+
+
+def test_only_attempts_that_saved_nothing_new_use_up_the_budget() -> None:
+    attempts = [{"resumed_from_step": 0, "saved_step": 6}, {"resumed_from_step": 6, "saved_step": 12},
+                {"resumed_from_step": 12, "saved_step": 18}]
+    assert sup._fruitless(attempts, 18) == 0  # three preemptions, each after progress: go on
+    assert sup._fruitless([*attempts, {"resumed_from_step": 18, "saved_step": 18}], 18) == 1
+
+
+def test_an_oom_kill_is_the_jobs_own_and_a_slow_probe_no_lost_head() -> None:
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w")
+    before = sup.pod_snapshot([head, worker])
+    oom = _pod("rc-worker", "w", started=T0 + 60, restarts=1)
+    oom["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+    assert sup.lost_node(before, [head, oom], T0 + 10) is None
+    # A restart the supervisor's first look missed: the container started after the job did.
+    late = _pod("rc-worker", "w", started=T0 + 60)
+    assert "restarted" in (sup.lost_node(sup.pod_snapshot([head, late]), [head, late], T0 + 10) or "")
+    # Ray not answering plus a worker briefly not Ready is no evidence that the head went.
+    unready = _pod("rc-worker", "w", ready=False)
+    assert sup.lost_node(before, [head, unready], T0 + 10, hard_only=True) is None
+    assert sup.lost_node(before, [head, unready], T0 + 10) is not None
+
+
+def test_a_follower_does_not_wait_forever_for_a_supervisor_that_never_ran() -> None:
+    """Only the supervisor writes a final status: with none running, `logs --follow` ends with
+    Ray's status and says why, instead of polling a RUNNING record forever."""
+    from rltui.plan import supervision
+
+    class Kube:
+        async def get(self, kind: str, name: str) -> dict | None:
+            if kind == "deployments":
+                return None  # never made, or removed
+            return {"data": {"state.json": json.dumps({"status": "RUNNING", "attempts": [{"id": "r"}]})}}
+
+        async def list(self, kind: str, selector: str) -> list:
+            return []
+
+    class Ctx:
+        async def kube(self) -> Kube:
+            return Kube()
+
+    class Jobs:
+        async def follow(self, job_id: str, say: Any) -> str:
+            await say("===== Step 20/20 =====\n")
+            return "SUCCEEDED"
+
+    out: list[str] = []
+    run = supervision.parse_state("r", {"state.json": json.dumps({"status": "RUNNING", "attempts": [{"id": "r"}]})})
+    final = asyncio.run(asyncio.wait_for(supervision.follow_run(Ctx(), Jobs(), run, "r", out.append,  # type: ignore[arg-type]
+                                                                poll_s=0.01), 10))
+    assert final == "SUCCEEDED"
+    assert "the job's supervisor does not run" in "".join(out)
