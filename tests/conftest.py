@@ -100,7 +100,9 @@ def sandbox(sandbox_dir: Path) -> Iterator[dict]:
     claim = _claim_for_this_worker("sandbox")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLTUI_SANDBOX_DIR", str(sandbox_dir))
-        status = manage.start(speed=SPEED, root=sandbox_dir)
+        # KubeRay 1.6.0: the release from which a rayVersion of 2.53 or later gets the unified
+        # probes; every `up` and job of the shared sandbox runs on it (the default is newer).
+        status = manage.start(speed=SPEED, root=sandbox_dir, kuberay_version="1.6.0")
         try:
             yield status.info
         finally:

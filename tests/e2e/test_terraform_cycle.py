@@ -35,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def private_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("sandbox-no-xpk")
-    with headless_user.private_sandbox(root, speed=300.0) as status:
+    # KubeRay 1.2.2: no HeadPodReady condition (its gate is off before 1.3): `up` must still see
+    # the RayCluster ready, from its pods.
+    with headless_user.private_sandbox(root, speed=300.0, kuberay_version="1.2.2") as status:
         yield root, status
 
 
@@ -121,6 +123,39 @@ def _up_as_the_issue_wants(user: Any, status: dict[str, Any]) -> None:
     got = gke.get_cluster(name=f"projects/{user.project}/locations/us-east1/clusters/{CLUSTER}")
     assert got.addons_config.ray_operator_config.enabled and got.addons_config.lustre_csi_driver_config.enabled
     assert shown
+    _ready_without_conditions_and_ray_2_46(user)
+
+
+def _ready_without_conditions_and_ray_2_46(user: Any) -> None:
+    """On KubeRay 1.2.2 the RayCluster has no status.conditions, and the head runs the image's Ray:
+    `kubectl port-forward service/<c>-head-svc` then GET /api/version says 2.46.0."""
+    import json
+    import socket
+    import subprocess
+    import urllib.request
+
+    from tests.headless_user import CLUSTER
+
+    rc = json.loads(user.kubectl("get", "raycluster", CLUSTER, "-o", "json").stdout)
+    assert "conditions" not in rc["status"], rc["status"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pf = subprocess.Popen(["kubectl", "--kubeconfig", user.kubeconfig(), "port-forward", f"service/{CLUSTER}-head-svc",
+                           f"{port}:8265"], env=user.tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        version: dict[str, Any] = {}
+        deadline = time.monotonic() + 30
+        while not version and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=5) as resp:
+                    version = json.loads(resp.read())
+            except OSError:
+                time.sleep(0.3)
+        assert version.get("ray_version") == "2.46.0", version
+    finally:
+        pf.terminate()
+        pf.wait(10)
 
 
 def _down_leaves_nothing(user: Any, status: dict[str, Any]) -> None:

@@ -102,9 +102,12 @@ def test_existing_nodes_lack_the_driver_until_recreated(box, core, tools) -> Non
                        f"get CSI client: driver name {LUSTRE_DRIVER} not found in the list of registered CSI drivers")
 
     # A Spot replacement made now has the driver; its neighbour still does not.
+    gone = core.read_node(other).metadata.uid
     code, body = box.post_preempt({"node": other})
     assert code == 200, body
-    back = tools.wait_for(lambda: core.read_node(other), 10, f"{other} to come back")
+    # The node shows NotReady through its graceful shutdown, then goes; a new one (uid) comes back.
+    back = tools.wait_for(lambda: (n := core.read_node(other)).metadata.uid != gone and n, 10,
+                          f"{other} to come back")
     assert _has_driver(back) and not _has_driver(core.read_node(old))
 
     # xpk's remedy: upgrade every pool to its own version. The pod on the old node is killed with it.
