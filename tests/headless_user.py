@@ -185,8 +185,13 @@ def preempted_run_recovers(user: User, *preempt: str, submit: tuple[str, ...] = 
     pre = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt", *preempt],
                          env=user.env, capture_output=True, text=True, timeout=60)
     assert pre.returncode == 0, pre.stdout + pre.stderr
-    recovering = wait_for("RECOVERING", lambda: (run_state(user, job_id) or {}).get("status") == "RECOVERING"
-                          or len((run_state(user, job_id) or {}).get("attempts", [])) > 1, 120)
+    try:
+        recovering = wait_for("RECOVERING", lambda: (run_state(user, job_id) or {}).get("status") == "RECOVERING"
+                              or len((run_state(user, job_id) or {}).get("attempts", [])) > 1, 240)
+    except AssertionError:
+        pods = user.kubectl("get", "pods", "-o", "wide").stdout
+        logs = user.kubectl("logs", "-l", "app.kubernetes.io/name=rltui-supervisor", "--tail", "40").stdout
+        raise AssertionError(f"not RECOVERING: {json.dumps(run_state(user, job_id))[-1500:]}\n{pods}\n{logs}") from None
     assert recovering
     final = wait_for("the run to end", lambda: (s := run_state(user, job_id)) and s.get("status") in
                      ("SUCCEEDED", "FAILED", "STOPPED") and s, 600, every_s=1.0)

@@ -25,12 +25,6 @@ def test_a_preempted_run_recovers_with_no_rltui_running(user):
     preempted_run_recovers(user)
 
 
-def test_a_node_lost_without_a_shutdown_is_a_preemption_not_a_failure(user):
-    """Ray fails the driver at once while Kubernetes still shows the node and its pods Ready: the
-    supervisor looks again after the node-monitor grace period instead of calling it final."""
-    preempted_run_recovers(user, "--hard", submit=("--new-folder",))
-
-
 def test_a_python_error_in_the_job_is_reported_not_retried(user):
     """The supervisor's other branch, on the same cluster: a job that fails with every pod as it
     was is the job's own failure. Submitted through the engine with an entrypoint that raises."""

@@ -40,15 +40,18 @@ def write_env(path: Path, hf_token: str, wandb_key: str = "") -> None:
 
 
 @pytest.fixture(scope="module")
-def user(sandbox, sandbox_dir, tmp_path_factory):
+def user(tmp_path_factory):
+    from tests.headless_user import private_sandbox
+
     home = tmp_path_factory.mktemp("tokens")
     env_sh = home / "env.sh"
     write_env(env_sh, OLD_TOKEN)
-    env = {**os.environ, "RLTUI_SANDBOX_DIR": str(sandbox_dir), "XDG_STATE_HOME": str(home / "state"),
-           "HOME": str(home)}
-    user = {"env": env, "env_sh": env_sh, "home": home, "status": sandbox, "root": sandbox_dir, "outputs": []}
-    yield user
-    rltui(user, "down", "--yes", timeout=240)
+    # A sandbox of its own: not in the shared sandbox's xdist group, so it runs beside it.
+    sandbox_dir = tmp_path_factory.mktemp("tokensbx")
+    with private_sandbox(sandbox_dir, speed=300.0, kuberay_version="1.6.0", timeout=60.0) as sandbox:
+        env = {**os.environ, "RLTUI_SANDBOX_DIR": str(sandbox_dir), "XDG_STATE_HOME": str(home / "state"),
+               "HOME": str(home)}
+        yield {"env": env, "env_sh": env_sh, "home": home, "status": sandbox, "root": sandbox_dir, "outputs": []}
 
 
 def rltui(user, *args, timeout=240):
