@@ -9,7 +9,7 @@ import pytest
 
 from tests.headless_user import make_user, preempted_run_recovers, run_state, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # a whole run, preempted and recovered
 
 
 @pytest.fixture(scope="module")

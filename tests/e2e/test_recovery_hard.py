@@ -10,7 +10,7 @@ import pytest
 
 from tests.headless_user import make_user, preempted_run_recovers, private_sandbox
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # a whole run, preempted and recovered
 
 
 @pytest.fixture(scope="module")
