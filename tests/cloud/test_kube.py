@@ -169,6 +169,9 @@ async def test_watch_relists_after_410_and_emits_only_the_difference(api, kube: 
         await api.store.create("pods", make_pod(name, {"app": "demo"}), "default")
     watcher = Collector(kube, "pods", label_selector="app=demo")
     await settle(lambda: [e.type for e in watcher.events] == ["ADDED"] * 3 + ["SYNCED"])
+    # SYNCED comes before the watch request: wait until the server has taken it, or the faults
+    # below would refuse it and "d" would never arrive (seen on a loaded CI machine).
+    await settle(lambda: api.record.snapshot()["calls"].get("kube:WATCH:pods", 0) >= 1)
     api.store.faults = Faults(p=1.0)  # the next event cuts the stream; resuming fails meanwhile
     await api.store.create("pods", make_pod("d", {"app": "demo"}), "default")
     await settle(lambda: "d" in watcher.state)
