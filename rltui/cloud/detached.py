@@ -162,6 +162,11 @@ def is_live(rec: Record) -> bool:
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default action (run only when ours is ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @dataclass(frozen=True)
 class Detached:
     """One tool's detached runs in one folder (xpk: its state folder, ctx.xpk_dir).
@@ -227,10 +232,14 @@ class Detached:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 offset = os.fstat(fd).st_size
+                # An ignored SIGINT is inherited across exec (signal(7)); rltui started from a
+                # script in the background has one (POSIX: asynchronous lists without job
+                # control), and stop's graceful SIGINT would then do nothing for the whole grace.
+                reset = _default_sigint if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else None
                 proc = subprocess.Popen(list(argv), cwd=str(cwd or self.folder), env=dict(env),
                                         stdin=subprocess.DEVNULL, stdout=fd,
                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                        close_fds=True)
+                                        close_fds=True, preexec_fn=reset)
             finally:
                 os.close(fd)
             # Popen returns once exec succeeded (its error pipe closes on exec), so these are

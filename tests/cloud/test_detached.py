@@ -243,6 +243,22 @@ async def test_stop_interrupts_the_whole_group_and_waits_for_its_graceful_end(tm
     assert ended.read_text() == "graceful", "the child ended by SIGINT's shutdown, not killed"
 
 
+async def test_started_by_a_process_that_ignores_sigint_the_tool_still_stops_gracefully(tmp_path):
+    """rltui run from a script in the background ignores SIGINT (POSIX: asynchronous lists
+    without job control), and exec keeps an ignored signal: the tool must not inherit that, or
+    stop's SIGINT does nothing and xpk is killed by SIGTERM after the whole grace."""
+    tool = Detached(tmp_path, "tool", time_scale=0.01)  # a 3 s grace: SIGTERM would follow soon
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        rec, child, ended = await _start_group(tmp_path, tool, linger=0.2)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    t0 = time.monotonic()
+    assert await tool.stop(rec) is True
+    assert time.monotonic() - t0 < 2.5, "the leader died of SIGINT, not of SIGTERM after the grace"
+    assert ended.read_text() == "graceful"
+
+
 async def test_stop_ends_what_is_left_of_a_group_whose_leader_is_gone(tmp_path):
     """The leader died alone (a SIGKILL to its PID): its group still runs Terraform. stop
     interrupts that rest and waits for it; the PID is still reserved by the group."""

@@ -152,8 +152,11 @@ CTRL_C_SCRIPT = textwrap.dedent("""
 
 def test_ctrl_c_in_a_headless_run_records_the_interruption(tmp_path):
     path = tmp_path / "runs/p/c/progress.json"
+    # A terminal's shell starts rltui with SIGINT at its default; pytest itself may have been
+    # started with it ignored (a background job in a script), which exec would pass on.
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(path)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         started = set()
         while len(started) < 3:   # xpk and the Lustre instance are both running
