@@ -77,14 +77,15 @@ def _meta(name: str, cfg: RLConfig, job_id: str | None = None) -> dict[str, Any]
 
 def run_spec(cfg: RLConfig, job_id: str, *, entrypoint: str, runtime_env: dict[str, Any],
              metadata: dict[str, str], submitted_at: float, max_attempts: int = MAX_ATTEMPTS,
-             poll_s: float = POLL_S, time_scale: float = 1.0) -> dict[str, Any]:
+             time_scale: float = 1.0) -> dict[str, Any]:
     """What the supervisor needs to submit the job again (no working_dir: the files travel in the
     run's ConfigMap; no secret: runtime_env never holds one). Its waits are the cloud's times
-    times `time_scale` (1 on Google; a faster sandbox runs them faster)."""
+    times `time_scale` (1 on Google; a faster sandbox runs them faster); its polls, like the
+    wizard's, at least a real second apart."""
     return {"run": job_id, "raycluster": cfg.cluster_name, "namespace": NAMESPACE,
             "entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata,
             "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at,
-            "poll_s": poll_s, "node_grace_s": round(NODE_GRACE_S * time_scale, 3),
+            "poll_s": max(1.0, POLL_S * time_scale), "node_grace_s": round(NODE_GRACE_S * time_scale, 3),
             "gcs_reconnect_s": round(GCS_RECONNECT_S * time_scale, 3)}
 
 

@@ -103,10 +103,8 @@ async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, 
                            submitted_at: float) -> SupervisorStart:
     """Apply the supervisor's objects for the run whose first attempt is `job_id`, then wait
     (bounded) until its Deployment is Available: recovery is on only once its pod runs."""
-    # The same rule as the wizard's polls: ten seconds of the cloud's time, at least one real.
-    poll_s = max(1.0, ms.POLL_S * ctx.endpoints.time_scale)
     spec = ms.run_spec(ctx.cfg, job_id, entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
-                       submitted_at=submitted_at, poll_s=poll_s, time_scale=ctx.endpoints.time_scale)
+                       submitted_at=submitted_at, time_scale=ctx.endpoints.time_scale)
     kube = await ctx.kube()
     for obj in ms.supervisor_objects(ctx.cfg, job_id, spec, files):
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == ms.run_configmap(job_id):

@@ -132,3 +132,12 @@ def test_the_recovery_line_says_what_the_monitor_shows() -> None:
         {"id": "r-a2", "reason": "preempted", "resumed_from_step": 8, "recover_s": 190.4, "first_step": 9}]}
     run = parse_state("r", {"state.json": json.dumps(state)})
     assert run.recovery_line() == "preempted at step 9, resumed from step 8 in 3:10"
+
+
+def test_the_supervisors_waits_are_the_clouds_times_scaled_and_its_polls_a_second_at_least() -> None:
+    cfg, job = _cfg(), "rltui-20261201-093000-ab12cd"
+    real = ms.run_spec(cfg, job, entrypoint="x", runtime_env={}, metadata={}, submitted_at=1.0)
+    fast = ms.run_spec(cfg, job, entrypoint="x", runtime_env={}, metadata={}, submitted_at=1.0, time_scale=1 / 300)
+    assert (real["poll_s"], real["node_grace_s"], real["gcs_reconnect_s"]) == (ms.POLL_S, ms.NODE_GRACE_S,
+                                                                             ms.GCS_RECONNECT_S)
+    assert fast["poll_s"] == 1.0 and fast["node_grace_s"] == round(ms.NODE_GRACE_S / 300, 3)
