@@ -60,6 +60,39 @@ def test_policy_workers_are_placed_on_every_worker_pod_one_per_gpu(tmp_path: Pat
     watch.check(force=True)  # nothing lost: no error
 
 
+def test_a_job_started_before_every_worker_is_up_waits_for_its_gpus_as_nemo_rl_does(tmp_path: Path, capsys) -> None:
+    """NeMo-RL asks Ray for num_nodes x gpus_per_node before it places anything: a worker still
+    starting is waited for (and then holds actors), not left out of the run."""
+    path = tmp_path / "rc.json"
+    starting = _pod("rc-worker-ccccc", "w-2", "gke-node-b", phase="Pending")
+    write_atomic(path, cluster_doc([HEAD, W1, starting], "rc"))
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 2:
+            write_atomic(path, cluster_doc([HEAD, W1, W2], "rc"))
+
+    watch = cluster.ClusterWatch.from_env({cluster.ENV_VAR: str(path)}, gpus_per_node=8, needed_gpus=16, sleep=sleep)
+    assert watch is not None and slept == [1, 2]
+    assert [n.pod for n in watch.nodes] == ["rc-worker-bbbbb", "rc-worker-ccccc"] and len(watch.actors) == 16
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.",
+                   "Retrying placement group creation... 1/6. Next retry in 1 seconds.",
+                   "Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.",
+                   "Retrying placement group creation... 2/6. Next retry in 2 seconds."]
+
+
+def test_a_cluster_that_never_has_the_gpus_ends_the_job_with_nemo_rls_error(tmp_path: Path) -> None:
+    path = tmp_path / "rc.json"
+    write_atomic(path, cluster_doc([HEAD, W1], "rc"))
+    slept: list[float] = []
+    env = {cluster.ENV_VAR: str(path), "NRL_VIRTUAL_CLUSTER_MAX_RETRIES": "3"}
+    with pytest.raises(cluster.ResourceInsufficientError, match=r"Maximum number of retries reached \(3\)"):
+        cluster.ClusterWatch.from_env(env, gpus_per_node=8, needed_gpus=16, sleep=slept.append)
+    assert slept == [1, 2, 4]
+
+
 def test_a_lost_worker_pod_fails_the_driver_with_rays_actor_died_error(tmp_path: Path, capsys) -> None:
     watch = _watch(tmp_path, [HEAD, W1, W2])
     _rewrite(watch, [HEAD, W1])  # W2's node was preempted: the pod GC removed it
@@ -121,7 +154,8 @@ def test_the_demo_run_fails_when_a_placed_pod_goes(tmp_path: Path, demo) -> None
     state = tmp_path / "rc.json"
     write_atomic(state, cluster_doc([HEAD, W1, W2], "rc"))
     env = {**demo.env(step_seconds=0.3), cluster.ENV_VAR: str(state)}
-    proc = subprocess.Popen(demo.argv(*demo.overrides(tmp_path / CKPT)), cwd=tmp_path, env=env,
+    two_nodes = [*demo.overrides(tmp_path / CKPT), "cluster.num_nodes=2"]  # the file's two workers
+    proc = subprocess.Popen(demo.argv(*two_nodes), cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -144,7 +178,7 @@ def test_the_demo_run_fails_when_a_placed_pod_goes(tmp_path: Path, demo) -> None
     steps = sorted(int(p.name.split("_")[1]) for p in (tmp_path / CKPT).glob("step_*"))
     assert steps and steps[-1] >= 2
     write_atomic(state, cluster_doc([HEAD, W1, W2], "rc"))
-    again = subprocess.run(demo.argv(*demo.overrides(tmp_path / CKPT)), cwd=tmp_path,
+    again = subprocess.run(demo.argv(*two_nodes), cwd=tmp_path,
                            env={**demo.env(step_seconds=0.0), cluster.ENV_VAR: str(state)},
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr

@@ -72,7 +72,8 @@ def _jobs(box: Any) -> Any:
 
 def _submit(box: Any, workdir: Path, step_seconds: float, **env: str) -> tuple[Any, str]:
     workdir.mkdir(exist_ok=True)
-    shutil.copy(RUN_SCRIPT, workdir / "run_nemo_rl.sh")
+    # The box has two GPU workers; NeMo-RL waits for num_nodes x gpus_per_node GPUs before it starts.
+    (workdir / "run_nemo_rl.sh").write_text(RUN_SCRIPT.read_text().replace("cluster.num_nodes=8", "cluster.num_nodes=2"))
     jobs = _jobs(box)
     job = jobs.submit_job(entrypoint="bash run_nemo_rl.sh", runtime_env={
         "working_dir": str(workdir),

@@ -46,6 +46,7 @@ FORMAT = "rltui.sandbox/raycluster-nodes/v1"
 CHECK_INTERVAL_S = 0.25  # a check at most this often: well within the ~0.5 s the sandbox promises
 POLICY_PREFIX = "lm_policy"
 POLICY_CLASS = "MegatronPolicyWorker"
+RETRIES_ENV = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
 HEALTH_CHECK_FAILED = "health check failed due to missing too many heartbeats"
 SIGTERM_RECEIVED = "received SIGTERM"
 
@@ -112,6 +113,41 @@ def place(nodes: list[RayNode], gpus_per_node: int) -> list[Actor]:
                      key=lambda n: n.pod)
     return [Actor(f"{POLICY_PREFIX}-{idx}-{gpu}", POLICY_CLASS, node)
             for idx, node in enumerate(workers) for gpu in range(node.gpus or gpus_per_node)]
+
+
+class ResourceInsufficientError(Exception):
+    """NeMo-RL's (nemo_rl/distributed/virtual_cluster.py), by name: the driver's traceback ends with it."""
+
+
+ResourceInsufficientError.__module__ = "nemo_rl.distributed.virtual_cluster"
+
+
+def gpus_up(nodes: list[RayNode], gpus_per_node: int) -> int:
+    """The GPUs Ray counts (ray.cluster_resources()): those of the pods Running and Ready."""
+    return sum(n.gpus or (gpus_per_node if n.node_type == "worker" else 0)
+               for n in nodes if n.ready and not n.terminating)
+
+
+def wait_for_gpus(path: Path, needed: int, gpus_per_node: int, environ: dict[str, str] | os._Environ[str],
+                  sleep: Callable[[float], None] = time.sleep) -> list[RayNode]:
+    """NeMo-RL v0.4.0's RayVirtualCluster._init_placement_groups (virtual_cluster.py:234-345):
+    with fewer GPUs in the cluster than num_nodes x gpus_per_node it prints why and looks again
+    2**i seconds later, NRL_VIRTUAL_CLUSTER_MAX_RETRIES times (6), then raises
+    ResourceInsufficientError; so a job started while a worker still comes up waits for it and
+    places actors on every node. The sleeps are NeMo-RL's real seconds, not the sandbox's."""
+    retries = int(environ.get(RETRIES_ENV, 6))
+    for i in range(retries):
+        nodes = read_nodes(path) or []
+        have = gpus_up(nodes, gpus_per_node)
+        if have >= needed:
+            return nodes
+        print(f"Not enough GPUs available. Requested {needed} GPUs, but only {have} are available in the cluster.",
+              flush=True)
+        print(f"Retrying placement group creation... {i + 1}/{retries}. Next retry in {2**i} seconds.", flush=True)
+        sleep(2**i)
+    raise ResourceInsufficientError(
+        f"Maximum number of retries reached ({retries}). Cluster resources may be insufficient or cluster itself "
+        "is highly unstable. Please check your cluster configuration and your cluster logs.")
 
 
 def lost(actors: list[Actor], nodes: list[RayNode]) -> list[tuple[Actor, RayNode | None]]:
@@ -184,13 +220,16 @@ class ClusterWatch:
         self._stamp: tuple[int, int] | None = None
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | os._Environ[str], gpus_per_node: int) -> "ClusterWatch | None":
-        """None outside the sandbox's RayCluster (no file named): the demo runs on its own."""
+    def from_env(cls, environ: dict[str, str] | os._Environ[str], gpus_per_node: int, needed_gpus: int = 0,
+                 sleep: Callable[[float], None] = time.sleep) -> "ClusterWatch | None":
+        """None outside the sandbox's RayCluster (no file named): the demo runs on its own. On
+        one, the actors are placed once the cluster has `needed_gpus` (wait_for_gpus)."""
         raw = environ.get(ENV_VAR, "").strip()
         if not raw:
             return None
         path = Path(raw)
-        return cls(path, place(read_nodes(path) or [], gpus_per_node))
+        nodes = wait_for_gpus(path, needed_gpus, gpus_per_node, environ, sleep)
+        return cls(path, place(nodes, gpus_per_node))
 
     @property
     def nodes(self) -> list[RayNode]:

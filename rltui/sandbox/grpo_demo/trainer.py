@@ -114,7 +114,7 @@ class GRPOTrainer:
             out(f"  ✓ Validation dataloader loaded with {len(self.val_set)} samples")
 
         out("\n▶ Setting up compute cluster...")
-        self.watch = ClusterWatch.from_env(os.environ, int(self.config["cluster"]["gpus_per_node"]))
+        self.watch = ClusterWatch.from_env(os.environ, int(self.config["cluster"]["gpus_per_node"]), self.total_gpus)
         out(f"  ✓ Ray cluster initialized with {self.config['cluster']['num_nodes']} nodes")
         out("\n▶ Setting up model and training...")
         out(f"  ✓ Policy {self.config['policy'].get('model_name')} ready on {self.total_gpus} GPUs")
