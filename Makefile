@@ -39,7 +39,7 @@ lint: $(STAMP)
 # one worker and a file's tests together, the sandbox's (the longest) first.
 WORKERS ?= 2
 test: lint ray-env
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30
 
 # SIGKILL of up and down at seeded moments under --faults 0.2, and a preemption with no rltui
 # running (tests/chaos/test_chaos.py; RLTUI_CHAOS_SEED picks other moments). About 15 minutes.

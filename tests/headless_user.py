@@ -170,21 +170,32 @@ def supervisor_runs_on_the_system_pool(user: User, job_id: str, within_s: float 
     assert "components.gke.io/gke-managed-components" in {t["key"] for t in node["spec"].get("taints") or []}
 
 
-def preempted_run_recovers(user: User, *preempt: str, submit: tuple[str, ...] = ()) -> None:
-    """On a ready RayCluster: submit (with `submit` flags); a preemption at step >= 5 (`preempt`:
-    its flags, e.g. --hard); then only `status`: SUCCEEDED with two attempts, the second
-    resuming from the newest save."""
+def saved_on_volume(user: User) -> set[Path]:
+    """The complete saves (step_N folders) on the project's Lustre stand-in in the sandbox."""
+    return {p for root in user.sandbox_dir.glob(f"*/lustre/{user.project}") for p in root.rglob("step_*")
+            if p.is_dir()}
+
+
+def preempted_run_recovers(user: User, *, hard: bool = False, submit: tuple[str, ...] = ()) -> None:
+    """On a ready RayCluster: submit (with `submit` flags); a preemption once a save exists (`hard`:
+    without a shutdown, as `rltui sandbox preempt --hard`); then only `status`: SUCCEEDED with
+    two attempts, the second resuming from the newest save."""
+    from rltui.sandbox import manage
+
+    saved_before = saved_on_volume(user)
     sub = user.run("submit", *submit)
     assert sub.returncode == 0, sub.stderr
     job_id = sub.stdout.strip().splitlines()[-1]
     assert "supervisor" in sub.stderr
-    supervisor_runs_on_the_system_pool(user, job_id)
     # From here on no rltui command but `status`: kubectl reads the supervisor's record.
-    wait_for("step 5", lambda: (run_state(user, job_id) or {}).get("step", 0) >= 5, 180)
+    # As soon as the first save is on the volume, read there and not through the supervisor's
+    # record or a new process: on a loaded machine those lags added up to more than the 17
+    # steps the run has left, and the preemption came after the run's end.
+    wait_for("the first save on the volume", lambda: saved_on_volume(user) - saved_before, 180, every_s=0.1)
     # The sandbox's default: a GPU node with a Ray worker but not the head, as Spot takes them.
-    pre = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt", *preempt],
-                         env=user.env, capture_output=True, text=True, timeout=60)
-    assert pre.returncode == 0, pre.stdout + pre.stderr
+    print(manage.preempt(manage.Status(user.status), hard=hard))
+    print(f"preempted at step {(run_state(user, job_id) or {}).get('step')}")  # shown with -s
+    supervisor_runs_on_the_system_pool(user, job_id)
     try:
         recovering = wait_for("RECOVERING", lambda: (run_state(user, job_id) or {}).get("status") == "RECOVERING"
                               or len((run_state(user, job_id) or {}).get("attempts", [])) > 1, 240)

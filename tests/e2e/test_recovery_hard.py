@@ -23,4 +23,4 @@ def user(tmp_path_factory):
 def test_a_node_lost_without_a_shutdown_is_a_preemption_not_a_failure(user):
     up = user.run("up", "--yes")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-2000:]
-    preempted_run_recovers(user, "--hard")
+    preempted_run_recovers(user, hard=True)
