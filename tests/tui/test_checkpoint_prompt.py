@@ -15,7 +15,7 @@ from rltui.plan.jobs import FolderChoice
 from rltui.screens.checkpoint_prompt import CheckpointPrompt
 from rltui.screens.job import JobScreen
 from tests.tui import samples_job as S
-from tests.tui.conftest import NARROW
+from tests.tui.conftest import NARROW, SIZES
 
 BASE = "/lustre/nemo_rl_qwen_72b_ds_cp/nemo-rl-grpo-test1"
 
@@ -127,11 +127,12 @@ async def test_a_finished_run_cannot_be_resumed_from_the_prompt():
         assert session.submits[-1] == (False, True)
 
 
-def test_the_prompt_at_80x24(snap_compare):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_prompt(snap_compare, size):
     app = RLTuiApp(session=None, header=S.HEADER)
 
     async def run_before(pilot: Any) -> None:
         await job_screen(app, pilot, FolderChoice(BASE, 4, 2, BASE + "-2", 20))
         await prompted(app, pilot)
 
-    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
