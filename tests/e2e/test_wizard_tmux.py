@@ -119,16 +119,18 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     terminal.wait_for("submitted", timeout=30)  # the command ran on the Job screen
     terminal.keys("F8")
     terminal.wait_for("Step", "worker", timeout=60)
+    # Preempted at once: the 20-step job must not end before the node goes, however slow the
+    # machine is; the pod log below is read while the supervisor recovers.
+    out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
+                         text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": os.environ.get(
+                             "RLTUI_SANDBOX_DIR", "")})
+    assert out.returncode == 0, out.stderr
     # k9s: Enter opens the selected pod's log (the head's: the real local Ray head's output).
     terminal.keys("Enter")
     text = terminal.wait_for("Logs ", "Escape closes", timeout=30)
     assert "head" in text
     terminal.keys("Escape")
     terminal.wait_for("Job log", timeout=10)
-    out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
-                         text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": os.environ.get(
-                             "RLTUI_SANDBOX_DIR", "")})
-    assert out.returncode == 0, out.stderr
     terminal.wait_for("PREEMPTED", timeout=30)
     # As on GKE the preempted node's actors fail the attempt; the supervisor resubmits it.
     terminal.wait_for("resumed from step", timeout=120)
