@@ -167,3 +167,12 @@ def test_exec_probes_on_ray_2_46_make_it_ready_and_a_lost_gcs_unready_after_10_f
     assert ("Killing", "Container ray-head failed liveness probe, will be restarted") not in kubelet.events
     assert ("Unhealthy", "Readiness probe failed: success") in kubelet.events
     assert failures >= 10
+
+
+def test_a_crashing_container_is_restarted_at_once_then_after_a_doubling_back_off() -> None:
+    """The kubelet's CrashLoopBackOff, for the Ray head and process pods alike: a head that fails
+    its liveness probe again and again is started less and less often, up to every 5 minutes."""
+    from rltui.sandbox.kuberay.pods import restart_backoff_s
+
+    assert [restart_backoff_s(n) for n in range(1, 8)] == [0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0]
+    assert restart_backoff_s(30) == 300.0

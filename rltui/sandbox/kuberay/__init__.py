@@ -27,7 +27,6 @@ One module per role; KubeRayController (controller.py) is the one object that pl
 
 from rltui.sandbox.kuberay.controller import IDLE_RECHECK_S as IDLE_RECHECK_S
 from rltui.sandbox.kuberay.controller import KubeRayController, add_preempt_route
-from rltui.sandbox.kuberay.headpod import CRASH_BACKOFF_S as CRASH_BACKOFF_S
 from rltui.sandbox.kuberay.headpod import HEAD_READY_TIMEOUT_S as HEAD_READY_TIMEOUT_S
 from rltui.sandbox.kuberay.headpod import KUBERAY_ENV as KUBERAY_ENV
 from rltui.sandbox.kuberay.headpod import LOCAL_PORT_FLAGS as LOCAL_PORT_FLAGS

@@ -20,7 +20,7 @@ from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.store import now
 from rltui.sandbox.kuberay.placement import ENV_VAR as CLUSTER_FILE_ENV
 from rltui.sandbox.kuberay.placement import ClusterFiles
-from rltui.sandbox.kuberay.pods import _Gone, _meta, _pod_status
+from rltui.sandbox.kuberay.pods import BACKOFF_RESET_S, _Gone, _meta, _pod_status, restart_backoff_s
 from rltui.sandbox.kuberay.probes import has_probes, port_map
 from rltui.sandbox.kuberay.templates import HEAD_PORTS
 from rltui.sandbox.rayhead import MAX_TEMP_DIR_CHARS, RayHead, ray_executable
@@ -32,7 +32,6 @@ LOCAL_PORT_FLAGS = {"gcs-server": "--port", "dashboard": "--dashboard-port", "cl
 # Env KubeRay injects; the local head must not get it (it would point Ray at ports it does not use).
 KUBERAY_ENV = {"RAY_CLUSTER_NAME", "RAY_CLOUD_INSTANCE_ID", "RAY_NODE_TYPE_NAME", "KUBERAY_GEN_RAY_START_CMD",
                "RAY_USAGE_STATS_KUBERAY_IN_USE", "FQ_RAY_IP", "RAY_IP", "RAY_ADDRESS", "RAY_PORT"}
-CRASH_BACKOFF_S = 10.0
 HEAD_READY_TIMEOUT_S = 120.0  # a Ray 2.46 head spawns nine dashboard modules: 40 s on a loaded 2-core box
 
 
@@ -84,6 +83,7 @@ class HeadPods(ClusterFiles):
         # Adopted after a daemon restart: the old head process is gone, so the container restarts.
         restarts = first.get("restartCount", 0) + (1 if adopted else 0)
         first_start = not adopted
+        failures = 0  # in a row, for the kubelet's back-off
         while True:
             pod = await self._pod(uid, ns, name)
             container = pod["spec"]["containers"][0]["name"]
@@ -132,13 +132,16 @@ class HeadPods(ClusterFiles):
                     modelled.cancel()   # a no-op once done
             self._release_head(uid)
             restarts += 1
+            failures = 1 if time.time() - started > BACKOFF_RESET_S else failures + 1
+            backoff = restart_backoff_s(failures)
             with contextlib.suppress(KubeError):
                 await self.store.append_log(ns, name, f"rltui sandbox: {reason}\n")
             # Killed by the kubelet: bash as PID 1 ignores SIGTERM, so SIGKILL ends it (137).
-            await self._mark_crashed(uid, ns, name, restarts, started, reason, 137 if killed else 1)
-            await self._event(pod, "Warning", "BackOff", f"Back-off restarting failed container {container} in pod "
-                              f"{name}_{ns}({uid})", "kubelet", pod["spec"].get("nodeName"))
-            await asyncio.sleep(CRASH_BACKOFF_S)
+            await self._mark_crashed(uid, ns, name, restarts, started, reason, 137 if killed else 1, backoff)
+            if backoff:
+                await self._event(pod, "Warning", "BackOff", f"Back-off restarting failed container {container} in "
+                                  f"pod {name}_{ns}({uid})", "kubelet", pod["spec"].get("nodeName"))
+                await asyncio.sleep(backoff)
 
     def _prestart_head(self, uid: str, ns: str, name: str, pod: dict) -> None:
         """Start the head pod's local Ray head while its image is pulled: the local head is the
@@ -163,7 +166,7 @@ class HeadPods(ClusterFiles):
         return head
 
     async def _mark_crashed(self, uid: str, ns: str, name: str, restarts: int, started: float, reason: str,
-                            exit_code: int = 1) -> None:
+                            exit_code: int = 1, backoff: float = 0.0) -> None:
         pod = await self._pod(uid, ns, name)
         status = pod.get("status") or {}
         node = self._node(pod["spec"].get("nodeName", "")) or {}
@@ -172,7 +175,7 @@ class HeadPods(ClusterFiles):
                                "finishedAt": now()}}
         await self._set_status(uid, ns, name, _pod_status(
             pod, gke.internal_ip(node), status.get("startTime") or now(), pod_ip=status.get("podIP"),
-            waiting=("CrashLoopBackOff", f"back-off {CRASH_BACKOFF_S:.0f}s restarting failed container"),
+            waiting=("CrashLoopBackOff", f"back-off {backoff:.0f}s restarting failed container") if backoff else None,
             restarts=restarts, last_state=last))
 
     async def _tail(self, uid: str, ns: str, name: str, container: str, head: RayHead) -> None:

@@ -69,6 +69,18 @@ def _qos(pod: dict) -> str:
     return "Guaranteed" if any_set and guaranteed else "Burstable" if any_set else "BestEffort"
 
 
+# The kubelet's container restart back-off (pkg/kubelet/kuberuntime/kuberuntime_manager.go doBackOff:
+# no entry yet, so the first restart is at once; then backOffPeriod 10 s doubling to
+# MaxContainerBackOff 300 s, forgotten after 10 min of running: pkg/kubelet/kubelet.go). Real
+# seconds, not the sandbox's: the kubelet's timer, not the cloud's work.
+BACKOFF_S, MAX_BACKOFF_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
+
+
+def restart_backoff_s(failures: int) -> float:
+    """The wait before restarting a container that failed `failures` times in a row (1: none)."""
+    return 0.0 if failures <= 1 else min(BACKOFF_S * 2 ** (failures - 2), MAX_BACKOFF_S)
+
+
 def _pod_status(pod: dict, node_ip: str, start: str, *, pod_ip: str | None = None,
                 waiting: tuple[str, str] | None = None, running_since: str | None = None,
                 ready: bool = False, restarts: int = 0, last_state: dict | None = None) -> dict:

@@ -70,7 +70,7 @@ from rltui.sandbox import nodes as gke
 from rltui.sandbox.kube import serviceaccounts
 from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kube.store import now
-from rltui.sandbox.kuberay.pods import _meta, _pod_status
+from rltui.sandbox.kuberay.pods import BACKOFF_RESET_S, _meta, _pod_status, restart_backoff_s
 from rltui.sandbox.kuberay.svcproxy import ServiceAddresses
 from rltui.sandbox.kuberay.templates import _is_head
 
@@ -78,7 +78,6 @@ log = logging.getLogger("rltui.sandbox.kuberay")
 
 SA_DIR_ENV = "RLTUI_SERVICE_ACCOUNT_DIR"
 IN_CLUSTER_SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-BACKOFF_S, MAX_BACKOFF_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 STOP_GRACE_CAP_S = 10.0  # the controller's stop does not wait longer per process
 IMAGE_BACKOFF_S, MAX_IMAGE_BACKOFF_S = 10.0, 300.0  # pkg/kubelet/kubelet.go imageBackOffPeriod, MaxImageBackOff
 IMAGE_SYNC_S = 1.0  # ErrImagePull until the next sync finds the pull backing off (the sandbox's choice)
@@ -300,7 +299,7 @@ class ProcessPods:
             if failures == 1:  # the kubelet's first restart is at once; its back-off starts after it
                 await self._mark_crashed_at_once(uid, ns, name, restarts, last)
                 continue
-            backoff = min(BACKOFF_S * 2 ** (failures - 2), MAX_BACKOFF_S)
+            backoff = restart_backoff_s(failures)
             await self._set_status(uid, ns, name, _pod_status(
                 pod, gke.internal_ip(self._node(node) or {}), (pod.get("status") or {}).get("startTime") or now(),
                 pod_ip=(pod.get("status") or {}).get("podIP"),
