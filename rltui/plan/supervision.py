@@ -31,8 +31,8 @@ class Attempt:
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "reason": self.reason, "resumed_from_step": self.resumed_from_step,
-                "status": self.status, "first_step": self.first_step, "lost_steps": self.lost_steps,
-                "recover_s": self.recover_s}
+                "status": self.status, "first_step": self.first_step, "last_step": self.last_step,
+                "lost_steps": self.lost_steps, "recover_s": self.recover_s}
 
 
 @dataclass(frozen=True)
