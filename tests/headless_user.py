@@ -177,23 +177,24 @@ def saved_on_volume(user: User) -> set[Path]:
 
 
 def preempted_run_recovers(user: User, *, hard: bool = False, submit: tuple[str, ...] = ()) -> None:
-    """On a ready RayCluster: submit (with `submit` flags); a preemption once a save exists (`hard`:
+    """On a ready RayCluster: submit (with `submit` flags); `rltui sandbox preempt` at step 5 or later (`hard`:
     without a shutdown, as `rltui sandbox preempt --hard`); then only `status`: SUCCEEDED with
     two attempts, the second resuming from the newest save."""
-    from rltui.sandbox import manage
-
     saved_before = saved_on_volume(user)
     sub = user.run("submit", *submit)
     assert sub.returncode == 0, sub.stderr
     job_id = sub.stdout.strip().splitlines()[-1]
     assert "supervisor" in sub.stderr
     # From here on no rltui command but `status`: kubectl reads the supervisor's record.
-    # As soon as the first save is on the volume, read there and not through the supervisor's
-    # record or a new process: on a loaded machine those lags added up to more than the 17
-    # steps the run has left, and the preemption came after the run's end.
-    wait_for("the first save on the volume", lambda: saved_on_volume(user) - saved_before, 180, every_s=0.1)
+    # Step 5 starts right after step 4's save: watched on the volume, not through the
+    # supervisor's record, whose lags on a loaded machine once added up to more than the steps
+    # the run had left, so the preemption came after the run's end.
+    wait_for("step 4's save on the volume", lambda: any(int(p.name[5:]) >= 4 for p in
+                                                         saved_on_volume(user) - saved_before), 180, every_s=0.1)
     # The sandbox's default: a GPU node with a Ray worker but not the head, as Spot takes them.
-    print(manage.preempt(manage.Status(user.status), hard=hard))
+    pre = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt", *(["--hard"] if hard else [])],
+                         env=user.env, capture_output=True, text=True, timeout=60)
+    assert pre.returncode == 0, pre.stdout + pre.stderr
     print(f"preempted at step {(run_state(user, job_id) or {}).get('step')}")  # shown with -s
     supervisor_runs_on_the_system_pool(user, job_id)
     try:
@@ -218,6 +219,7 @@ def preempted_run_recovers(user: User, *, hard: bool = False, submit: tuple[str,
     assert second["first_step"] > 1 and second["resumed_from_step"] >= 1
     assert second["first_step"] == second["resumed_from_step"] + 1
     assert first["lost_steps"] <= SAVE_PERIOD, first
+    assert first["last_step"] >= 5, first   # the preemption came at step 5 or later
     assert "preempted: pod " in second["reason"], second
     # Each attempt's id works with `logs --job`; `logs --follow` shows the run once, marked.
     logs = user.run("logs", "--follow")

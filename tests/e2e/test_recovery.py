@@ -1,4 +1,4 @@
-"""Issue 11's recovery: `rltui submit`, a Spot preemption once a save exists, and then no rltui
+"""Issue 11's recovery: `rltui submit`, a Spot preemption at step 5 or later, and then no rltui
 command but `status`: the supervisor on the cluster resubmits from the newest checkpoint and
 the run ends SUCCEEDED at Step 20/20 with two attempts. Also the case `make test` keeps from
 the chaos matrix (tests/chaos): a preemption with no rltui process running."""
