@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
 import pytest
+
+from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
+from rltui.sandbox.rayhead import RayHead
 
 SPEED = 300.0  # 300 simulated minutes per real minute: a 25-minute xpk create takes 5 s
 
@@ -151,3 +155,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group(item)))
     items.sort(key=lambda item: rank.get(group(item), len(SHARED)))   # stable: files keep their order
+
+
+@dataclass
+class DemoRay:
+    head: RayHead
+    nemo_rl_dir: Path
+    lustre: Path
+    bin_dir: Path
+
+
+@pytest.fixture(scope="session")
+def demo_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRay]:
+    """A real Ray head whose jobs see the fake /opt/nemo-rl, /lustre and uv, like the GKE pods (not
+    the sandbox daemon: that is tests/conftest.py's `sandbox`)."""
+    root = tmp_path_factory.mktemp("demo-ray")
+    nemo_rl = install_fake_nemo_rl(root / "nemo-rl")
+    lustre = root / "lustre"
+    lustre.mkdir()
+    bin_dir = write_uv_shim(root / "bin").parent
+    env = {
+        "NEMO_RL_DIR": str(nemo_rl),
+        "LUSTRE_MOUNT": str(lustre),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RLTUI_DEMO_STEP_SECONDS": "0",
+        "RLTUI_DEMO_CHECKPOINT_MB": "0.5",
+    }
+    head = RayHead.start(None, env, num_cpus=1)
+    try:
+        head.wait_ready(timeout=90)
+        yield DemoRay(head, nemo_rl, lustre, bin_dir)
+    finally:
+        head.stop()
+
+
+@pytest.fixture
+def ray_head(demo_ray: DemoRay) -> RayHead:
+    """The session's Ray head (demo_ray's), for tests of Ray's clients: one head start of the
+    image's Ray for every suite that needs one."""
+    return demo_ray.head

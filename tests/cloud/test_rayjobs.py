@@ -1,5 +1,5 @@
-"""RayJobs against a REAL local Ray head (one for this module), directly and through the
-Kubernetes port-forward with a link that drops."""
+"""RayJobs against a REAL local Ray head (the session's: tests/conftest.py ray_head), directly
+and through the Kubernetes port-forward with a link that drops."""
 
 from __future__ import annotations
 
@@ -23,16 +23,6 @@ COUNT_SH = """#!/bin/bash
 # count.sh N PAUSE: numbered lines, one every PAUSE seconds
 for i in $(seq 1 "$1"); do echo "line $i of $1"; sleep "$2"; done
 """
-
-
-@pytest.fixture(scope="module")
-def ray_head() -> Iterator[RayHead]:
-    head = RayHead.start(None, env={})
-    try:
-        head.wait_ready(timeout=90)
-        yield head
-    finally:
-        head.stop()  # by PID, never `ray stop`
 
 
 @pytest.fixture(scope="module")

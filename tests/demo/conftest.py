@@ -107,33 +107,3 @@ def codelab_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     return run
 
 
-@dataclass
-class DemoRay:
-    head: RayHead
-    nemo_rl_dir: Path
-    lustre: Path
-    bin_dir: Path
-
-
-@pytest.fixture(scope="session")
-def demo_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRay]:
-    """A real Ray head whose jobs see the fake /opt/nemo-rl, /lustre and uv, like the GKE pods (not
-    the sandbox daemon: that is tests/conftest.py's `sandbox`)."""
-    root = tmp_path_factory.mktemp("demo-ray")
-    nemo_rl = install_fake_nemo_rl(root / "nemo-rl")
-    lustre = root / "lustre"
-    lustre.mkdir()
-    bin_dir = write_uv_shim(root / "bin").parent
-    env = {
-        "NEMO_RL_DIR": str(nemo_rl),
-        "LUSTRE_MOUNT": str(lustre),
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "RLTUI_DEMO_STEP_SECONDS": "0",
-        "RLTUI_DEMO_CHECKPOINT_MB": "0.5",
-    }
-    head = RayHead.start(None, env, num_cpus=1)
-    try:
-        head.wait_ready(timeout=90)
-        yield DemoRay(head, nemo_rl, lustre, bin_dir)
-    finally:
-        head.stop()

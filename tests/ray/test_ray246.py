@@ -1,8 +1,8 @@
 """rltui's Ray clients against the Ray the cluster runs: 2.46.0, which nvcr.io/nvidia/nemo-rl:v0.4.0
-pins (rltui/sandbox/images.py). One head for the module, from the sandbox's Ray environment as
-the sandbox's head pods start it; rltui's REST client (RayJobs) talks to it from rltui's venv,
-and the job supervisor's Ray class from that environment's Python, as its rayproject/ray:2.46.0
-pod runs it."""
+pins (rltui/sandbox/images.py). The session's head (tests/conftest.py ray_head), from the
+sandbox's Ray environment as the sandbox's head pods start it; rltui's REST client (RayJobs)
+talks to it from rltui's venv, and the job supervisor's Ray class from that environment's
+Python, as its rayproject/ray:2.46.0 pod runs it."""
 
 from __future__ import annotations
 
@@ -55,32 +55,22 @@ print(json.dumps({"ray": ray.__version__, "answers": answers, "status": job["sta
 
 
 @pytest.fixture(scope="module")
-def head() -> Iterator[RayHead]:
-    head = RayHead.start(None, env={})
-    try:
-        head.wait_ready(timeout=90)
-        yield head
-    finally:
-        head.stop()  # by PID, never `ray stop`
-
-
-@pytest.fixture(scope="module")
 def job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("job246")
     (folder / "count.sh").write_text(COUNT_SH)
     return folder
 
 
-def test_the_head_and_its_jobs_run_the_images_ray(head: RayHead, job_dir: Path) -> None:
-    with urllib.request.urlopen(head.dashboard_url + "/api/version", timeout=10) as resp:
+def test_the_head_and_its_jobs_run_the_images_ray(ray_head: RayHead, job_dir: Path) -> None:
+    with urllib.request.urlopen(ray_head.dashboard_url + "/api/version", timeout=10) as resp:
         assert json.loads(resp.read())["ray_version"] == "2.46.0"
     env = images.ray_env()
     # `ray start` itself is the environment's (the raylet may not be up yet when the dashboard answers).
-    command = Path(f"/proc/{head.pid}/cmdline").read_bytes().split(b"\0")
+    command = Path(f"/proc/{ray_head.pid}/cmdline").read_bytes().split(b"\0")
     assert [c.decode() for c in command[:3]] == [str(env.python), str(env.ray), "start"]
 
     async def run() -> tuple[str, str]:
-        jobs = RayJobs(head.dashboard_url, backoff_s=0.05)
+        jobs = RayJobs(ray_head.dashboard_url, backoff_s=0.05)
         job_id = await jobs.submit(job_dir, entrypoint=f'python -c "{WHICH_PY}"', runtime_env={})
         chunks: list[str] = []
         return await jobs.follow(job_id, chunks.append, check_s=0.5), "".join(chunks)
@@ -90,9 +80,9 @@ def test_the_head_and_its_jobs_run_the_images_ray(head: RayHead, job_dir: Path) 
     assert f"job python {env.root} ray 2.46.0" in text  # `python` in a job is the image's
 
 
-def test_rltui_rayjobs_submits_follows_lists_and_stops_on_246(head: RayHead, job_dir: Path) -> None:
+def test_rltui_rayjobs_submits_follows_lists_and_stops_on_246(ray_head: RayHead, job_dir: Path) -> None:
     async def run() -> None:
-        jobs = RayJobs(head.dashboard_url, backoff_s=0.05)
+        jobs = RayJobs(ray_head.dashboard_url, backoff_s=0.05)
         job_id = await jobs.submit(job_dir, entrypoint="bash count.sh 20 0.05", runtime_env={},
                                    metadata={"owner": "rltui-test"})
         chunks: list[str] = []
@@ -121,10 +111,10 @@ def test_rltui_rayjobs_submits_follows_lists_and_stops_on_246(head: RayHead, job
     asyncio.run(run())
 
 
-def test_the_supervisors_ray_class_under_the_images_python(head: RayHead) -> None:
+def test_the_supervisors_ray_class_under_the_images_python(ray_head: RayHead) -> None:
     job_id = "rltui-supervisor-246"
     ran = subprocess.run([str(images.for_image(images.SUPERVISOR_IMAGE).python), "-c", SUPERVISOR,
-                          str(ONCLUSTER), head.dashboard_url, job_id],
+                          str(ONCLUSTER), ray_head.dashboard_url, job_id],
                          capture_output=True, text=True, timeout=180, env={**os.environ, "RAY_ADDRESS": ""})
     assert ran.returncode == 0, ran.stderr[-3000:]
     got = json.loads(ran.stdout.strip().splitlines()[-1])
@@ -132,7 +122,7 @@ def test_the_supervisors_ray_class_under_the_images_python(head: RayHead) -> Non
     assert "from the supervisor\n" in got["log"] and "driver ray 2.46.0\n" in got["log"]
 
     async def seen_by_rltui() -> tuple[list[str], dict[str, str]]:
-        jobs = RayJobs(head.dashboard_url)
+        jobs = RayJobs(ray_head.dashboard_url)
         listed = [j.submission_id for j in await jobs.list()]
         return listed, dict((await jobs.info(job_id)).metadata)
 
