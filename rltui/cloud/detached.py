@@ -162,9 +162,22 @@ def is_live(rec: Record) -> bool:
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def _default_sigint() -> None:
-    """In the child before exec: SIGINT back to its default action (run only when ours is ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_signals_held() -> bool:
+    """Whether `stop`'s signals would not reach the tool: ignored here (exec keeps an ignored
+    disposition, signal(7)) or blocked in this thread (a child inherits the mask and keeps it
+    across execve; the vfork path restores the calling thread's)."""
+    ignored = any(signal.getsignal(s) == signal.SIG_IGN for s in _STOP_SIGNALS)
+    return ignored or bool(set(_STOP_SIGNALS) & signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+def _default_stop_signals() -> None:
+    """In the child before exec: `stop`'s signals back to their default action, unblocked."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 @dataclass(frozen=True)
@@ -232,10 +245,11 @@ class Detached:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 offset = os.fstat(fd).st_size
-                # An ignored SIGINT is inherited across exec (signal(7)); rltui started from a
-                # script in the background has one (POSIX: asynchronous lists without job
-                # control), and stop's graceful SIGINT would then do nothing for the whole grace.
-                reset = _default_sigint if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else None
+                # rltui started from a script in the background ignores SIGINT (POSIX:
+                # asynchronous lists without job control); the tool would too, and stop's
+                # graceful SIGINT do nothing for the whole grace. preexec_fn (fork, not vfork)
+                # only then: it is the documented hazard with threads.
+                reset = _default_stop_signals if _stop_signals_held() else None
                 proc = subprocess.Popen(list(argv), cwd=str(cwd or self.folder), env=dict(env),
                                         stdin=subprocess.DEVNULL, stdout=fd,
                                         stderr=subprocess.STDOUT, start_new_session=True,

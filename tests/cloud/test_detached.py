@@ -243,16 +243,23 @@ async def test_stop_interrupts_the_whole_group_and_waits_for_its_graceful_end(tm
     assert ended.read_text() == "graceful", "the child ended by SIGINT's shutdown, not killed"
 
 
-async def test_started_by_a_process_that_ignores_sigint_the_tool_still_stops_gracefully(tmp_path):
+@pytest.mark.parametrize("held", ["ignored", "blocked"])
+async def test_started_by_a_process_that_ignores_sigint_the_tool_still_stops_gracefully(tmp_path, held):
     """rltui run from a script in the background ignores SIGINT (POSIX: asynchronous lists
-    without job control), and exec keeps an ignored signal: the tool must not inherit that, or
-    stop's SIGINT does nothing and xpk is killed by SIGTERM after the whole grace."""
+    without job control), and exec keeps an ignored signal, as a child keeps its starter's
+    signal mask: the tool must not inherit either, or stop's SIGINT does nothing and xpk is
+    killed by SIGTERM after the whole grace."""
     tool = Detached(tmp_path, "tool", time_scale=0.01)  # a 3 s grace: SIGTERM would follow soon
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before = signal.getsignal(signal.SIGINT)
+    if held == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
     try:
         rec, child, ended = await _start_group(tmp_path, tool, linger=0.2)
     finally:
         signal.signal(signal.SIGINT, before)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     t0 = time.monotonic()
     assert await tool.stop(rec) is True
     assert time.monotonic() - t0 < 2.5, "the leader died of SIGINT, not of SIGTERM after the grace"
