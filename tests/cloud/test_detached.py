@@ -244,7 +244,7 @@ async def test_stop_interrupts_the_whole_group_and_waits_for_its_graceful_end(tm
 
 
 @pytest.mark.parametrize("held", ["ignored", "blocked"])
-async def test_started_by_a_process_that_ignores_sigint_the_tool_still_stops_gracefully(tmp_path, held):
+async def test_started_by_a_process_that_ignores_or_blocks_sigint_the_tool_still_stops_gracefully(tmp_path, held):
     """rltui run from a script in the background ignores SIGINT (POSIX: asynchronous lists
     without job control), and exec keeps an ignored signal, as a child keeps its starter's
     signal mask: the tool must not inherit either, or stop's SIGINT does nothing and xpk is

@@ -88,9 +88,14 @@ def _terminal(sandbox, sandbox_dir, tmp_path, width, height):
     subprocess.run(["tmux", "resize-window", "-t", name, "-x", str(width), "-y", str(height)],
                    check=True)
     term = Terminal(name)
-    term.env_sh, term.sandbox = env_sh, sandbox
+    term.env_sh, term.sandbox, term.sandbox_dir = env_sh, sandbox, sandbox_dir
     yield term
     subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def saves(sandbox_dir: Path) -> set[Path]:
+    """The demo job's complete saves (step_N) on the sandbox's Lustre stand-ins."""
+    return {p for root in sandbox_dir.glob("*/lustre") for p in root.rglob("step_*") if p.is_dir()}
 
 
 def test_configure_to_teardown_in_a_real_terminal(terminal):
@@ -112,19 +117,23 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
 
     terminal.keys("F7")
     terminal.wait_for("run_nemo_rl.sh")
+    before = saves(terminal.sandbox_dir)
     terminal.keys("C-p")
     terminal.type("Job: submit")
     time.sleep(0.5)
     terminal.keys("Enter")
     terminal.wait_for("submitted", timeout=30)  # the command ran on the Job screen
     terminal.keys("F8")
-    terminal.wait_for("Step", "worker", timeout=60)
-    # Preempted at once: the 20-step job must not end before the node goes, however slow the
-    # machine is; the pod log below is read while the supervisor recovers.
+    # Preempted once the first save is on the volume (read there: the screen's lags on a loaded
+    # machine once let the 20-step job end first); the pod log below is read while it recovers.
+    deadline = time.monotonic() + 120
+    while not saves(terminal.sandbox_dir) - before:
+        assert time.monotonic() < deadline, "no save on the volume within 120 s"
+        time.sleep(0.1)
     out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
-                         text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": os.environ.get(
-                             "RLTUI_SANDBOX_DIR", "")})
+                         text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": str(terminal.sandbox_dir)})
     assert out.returncode == 0, out.stderr
+    terminal.wait_for("Step", "worker", timeout=60)
     # k9s: Enter opens the selected pod's log (the head's: the real local Ray head's output).
     terminal.keys("Enter")
     text = terminal.wait_for("Logs ", "Escape closes", timeout=30)
