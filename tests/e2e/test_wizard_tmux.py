@@ -133,14 +133,18 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
                          text=True, env={**os.environ, "RLTUI_SANDBOX_DIR": str(terminal.sandbox_dir)})
     assert out.returncode == 0, out.stderr
-    terminal.wait_for("Step", "worker", timeout=60)
+    # The lost pod's row is marked PREEMPTED, then "replaced" once its replacement runs: at the
+    # sandbox's speed that can come before a capture.
+    deadline = time.monotonic() + 30
+    while not re.search(r"worker-\w+ .* (PREEMPTED|replaced) ", terminal.screen()):
+        assert time.monotonic() < deadline, f"no preempted worker on screen:\n{terminal.screens[-1]}"
+        time.sleep(0.2)
     # k9s: Enter opens the selected pod's log (the head's: the real local Ray head's output).
     terminal.keys("Enter")
     text = terminal.wait_for("Logs ", "Escape closes", timeout=30)
     assert "head" in text
     terminal.keys("Escape")
     terminal.wait_for("Job log", timeout=10)
-    terminal.wait_for("PREEMPTED", timeout=30)
     # As on GKE the preempted node's actors fail the attempt; the supervisor resubmits it.
     terminal.wait_for("resumed from step", timeout=120)
     terminal.wait_for("SUCCEEDED", timeout=120)
