@@ -54,8 +54,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             pytest.exit(f"tests: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
+# What the session itself sets for every process it starts. The demo job's saves, wherever a
+# sandbox's Ray head runs it: 5 MB rather than 50 (each MiB fsynced), a tenth of the writes for
+# the same saves, spikes and markers.
+SESSION_ENV = {"RLTUI_DEMO_CHECKPOINT_MB": "5"}
+
+
 def developer_vars(environ: Mapping[str, str]) -> list[str]:
-    return sorted(name for name in environ if name.startswith(DEVELOPER_PREFIXES) and not name.startswith(KEPT))
+    return sorted(name for name in environ if name.startswith(DEVELOPER_PREFIXES) and not name.startswith(KEPT)
+                  and name not in SESSION_ENV)
 
 
 def _use_home(mp: pytest.MonkeyPatch, home: Path) -> Path:
@@ -74,9 +81,8 @@ def developer_env_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with pytest.MonkeyPatch.context() as mp:
         for name in developer_vars(os.environ):
             mp.delenv(name)
-        # The demo job's saves, wherever a sandbox's Ray head runs it: 5 MB rather than 50 (each
-        # MiB fsynced), a tenth of the writes for the same saves, spikes and markers.
-        mp.setenv("RLTUI_DEMO_CHECKPOINT_MB", "5")
+        for name, value in SESSION_ENV.items():
+            mp.setenv(name, value)
         yield _use_home(mp, tmp_path_factory.mktemp("session-home"))
 
 
@@ -163,6 +169,7 @@ class DemoRay:
     nemo_rl_dir: Path
     lustre: Path
     bin_dir: Path
+    env: dict[str, str]
 
 
 @pytest.fixture(scope="session")
@@ -181,16 +188,20 @@ def demo_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRay]:
         "RLTUI_DEMO_STEP_SECONDS": "0",
         "RLTUI_DEMO_CHECKPOINT_MB": "0.5",
     }
-    head = RayHead.start(None, env, num_cpus=1)
+    demo = DemoRay(RayHead.start(None, env, num_cpus=1), nemo_rl, lustre, bin_dir, env)
     try:
-        head.wait_ready(timeout=90)
-        yield DemoRay(head, nemo_rl, lustre, bin_dir)
+        demo.head.wait_ready(timeout=90)
+        yield demo
     finally:
-        head.stop()
+        demo.head.stop()  # the one running now (ray_head may have replaced the first)
 
 
 @pytest.fixture
 def ray_head(demo_ray: DemoRay) -> RayHead:
     """The session's Ray head (demo_ray's), for tests of Ray's clients: one head start of the
-    image's Ray for every suite that needs one."""
+    image's Ray for every suite that needs one. A test that stops it on purpose (tests/demo's
+    stop test) leaves it to the next user to start another."""
+    if not demo_ray.head.alive():
+        demo_ray.head = RayHead.start(None, demo_ray.env, num_cpus=1)
+        demo_ray.head.wait_ready(timeout=90)
     return demo_ray.head
