@@ -49,11 +49,10 @@ from typing import Callable
 import aiohttp
 
 from rltui.sandbox.kube.errors import KubeError
-from rltui.sandbox.kuberay.pods import _condition, _meta
+from rltui.sandbox.kuberay.pods import BACKOFF_RESET_S, _condition, _meta, restart_backoff_s
 
 MIN_PERIOD_S = 0.05
 AGENT_WAIT_S = 60.0
-RESTART_BACKOFF_S = 10.0  # the kubelet's first restart back-off, in the cloud's seconds
 # Container port of each `ray start` flag when the pod's command does not set it (KubeRay's
 # defaults: templates.py writes --dashboard-agent-listen-port and --metrics-export-port).
 CONTAINER_PORTS = {"--dashboard-agent-listen-port": 52365, "--dashboard-port": 8265, "--port": 6379,
@@ -259,7 +258,9 @@ class Probes:
 
     async def _supervise_worker(self, uid: str, ns: str, name: str) -> None:
         """An emulated worker's Ray container with probes: Running, Ready as its readiness probe
-        says once its cluster's head runs (wait-gcs-ready), restarted when liveness fails."""
+        says once its cluster's head runs (wait-gcs-ready), restarted when liveness fails, after
+        the kubelet's back-off (pods.py restart_backoff_s)."""
+        failures = 0  # in a row
         while True:
             pod = await self._pod(uid, ns, name)
             restarts = _restart_count(pod)
@@ -271,12 +272,14 @@ class Probes:
             # Its raylet and agent start once the GCS answers; here: once the head's agent listens.
             await self._agent_listening(ports.get(container_ports(pod)["--dashboard-agent-listen-port"], 0),
                                         lambda: self._cluster_head_ports(pod) is not None)
+            started = time.time()
             if await self._probe_container(uid, ns, name, restarts, lambda: self._cluster_head_ports(pod),
                                            lambda: True):
-                await self._kill_for_liveness(uid, ns, name)
+                failures = 1 if time.time() - started > BACKOFF_RESET_S else failures + 1
+                await self._kill_for_liveness(uid, ns, name, restart_backoff_s(failures))
             # else restarted by someone else (its raylet lost the GCS): probe the new container
 
-    async def _kill_for_liveness(self, uid: str, ns: str, name: str) -> None:
+    async def _kill_for_liveness(self, uid: str, ns: str, name: str, backoff_s: float) -> None:
         """The kubelet's restart of a worker container its liveness probe failed."""
         pod = await self._pod(uid, ns, name)
         first = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
@@ -286,7 +289,7 @@ class Probes:
         with contextlib.suppress(KubeError):
             await self.store.append_log(ns, name, "rltui sandbox: the container failed its liveness probe and"
                                                   " was killed\n")
-        await asyncio.sleep(self._real(RESTART_BACKOFF_S))
+        await asyncio.sleep(backoff_s)
         await self._mark_running(uid, ns, name, ready=False, restarts=_restart_count(pod) + 1, last_state=last)
 
 
