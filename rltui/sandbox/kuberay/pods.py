@@ -69,10 +69,11 @@ def _qos(pod: dict) -> str:
     return "Guaranteed" if any_set and guaranteed else "Burstable" if any_set else "BestEffort"
 
 
-# The kubelet's container restart back-off (pkg/kubelet/kuberuntime/kuberuntime_manager.go doBackOff:
-# no entry yet, so the first restart is at once; then backOffPeriod 10 s doubling to
-# MaxContainerBackOff 300 s, forgotten after 10 min of running: pkg/kubelet/kubelet.go). Real
-# seconds, not the sandbox's: the kubelet's timer, not the cloud's work.
+# The kubelet's container restart back-off: the first restart at once, then 10 s doubling to a
+# 5-minute cap, reset once the container ran 10 minutes (Kubernetes in Action, 2nd ed., 6.2.1;
+# KEP-4603 "Tune CrashLoopBackoff" on the 10-minute reset; GKE's NodeKubeletConfig
+# CrashLoopBackOffConfig: max_container_restart_period up to 300 s, unset = the kubelet's own).
+# Real seconds, not the sandbox's: the kubelet's timer, not the cloud's work.
 BACKOFF_S, MAX_BACKOFF_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 
 
