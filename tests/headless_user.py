@@ -170,10 +170,14 @@ def supervisor_runs_on_the_system_pool(user: User, job_id: str, within_s: float 
     assert "components.gke.io/gke-managed-components" in {t["key"] for t in node["spec"].get("taints") or []}
 
 
+def saves_on_volume(sandbox_dir: Path, project: str = "*") -> set[Path]:
+    """The demo job's complete saves (step_N folders: tmp_step_N is renamed once written) on the
+    sandbox's Lustre stand-ins, of one project or all."""
+    return {p for root in sandbox_dir.glob(f"*/lustre/{project}") for p in root.rglob("step_*") if p.is_dir()}
+
+
 def saved_on_volume(user: User) -> set[Path]:
-    """The complete saves (step_N folders) on the project's Lustre stand-in in the sandbox."""
-    return {p for root in user.sandbox_dir.glob(f"*/lustre/{user.project}") for p in root.rglob("step_*")
-            if p.is_dir()}
+    return saves_on_volume(user.sandbox_dir, user.project)
 
 
 def preempted_run_recovers(user: User, *, hard: bool = False, submit: tuple[str, ...] = ()) -> None:

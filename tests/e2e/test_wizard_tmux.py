@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.headless_user import saves_on_volume
+
 DATA = Path(__file__).parent.parent / "data"
 TOKEN = "hf_tmuxSecretValue" + "Z9k" * 8
 pytestmark = [pytest.mark.slow,
@@ -93,11 +95,6 @@ def _terminal(sandbox, sandbox_dir, tmp_path, width, height):
     subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
-def saves(sandbox_dir: Path) -> set[Path]:
-    """The demo job's complete saves (step_N) on the sandbox's Lustre stand-ins."""
-    return {p for root in sandbox_dir.glob("*/lustre") for p in root.rglob("step_*") if p.is_dir()}
-
-
 def test_configure_to_teardown_in_a_real_terminal(terminal):
     t0 = time.monotonic()
     terminal.wait_for("SANDBOX", "Start", timeout=15)
@@ -117,7 +114,7 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
 
     terminal.keys("F7")
     terminal.wait_for("run_nemo_rl.sh")
-    before = saves(terminal.sandbox_dir)
+    before = saves_on_volume(terminal.sandbox_dir)
     terminal.keys("C-p")
     terminal.type("Job: submit")
     time.sleep(0.5)
@@ -127,7 +124,7 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
     # Preempted once the first save is on the volume (read there: the screen's lags on a loaded
     # machine once let the 20-step job end first); the pod log below is read while it recovers.
     deadline = time.monotonic() + 120
-    while not saves(terminal.sandbox_dir) - before:
+    while not saves_on_volume(terminal.sandbox_dir) - before:
         assert time.monotonic() < deadline, "no save on the volume within 120 s"
         time.sleep(0.1)
     out = subprocess.run([sys.executable, "-m", "rltui.cli", "sandbox", "preempt"], capture_output=True,
