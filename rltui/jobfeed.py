@@ -6,6 +6,11 @@ beside the parser, so that a burst costs the wizard's process only what it shows
 parser's events, the wizard unpickled, tracked and timed ~450,000 events in a 1M-line burst
 (about a third of its time, issue 13); now it gets the newest version of each step that
 changed, the checkpoints, the lines as a terminal shows them, and the saves that changed.
+
+The followed Ray job's start and end times reach it from RayJobs.follow (cloud/rayjobs.py
+FOLLOWED_JOB, set here for the follower's task: Session.follow_parsed and plan.jobs pass only
+text), before the job's text and again once it is over; the saves of a log read after the
+fact are dated by them (rltui/saves.py), not by when the text arrived.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .joblog import CheckpointEvent, RunTracker, TrainingStep, terminal_lines
 
 if TYPE_CHECKING:
+    from .cloud.rayjobs import JobInfo
     from .saves import Save
 
 UPDATE_EVERY_S = 0.1  # half the wizard's 0.2 s log flush: an update never waits a whole one
@@ -45,6 +52,7 @@ class JobFeed:
     SAVES_EVERY_S, or a second for each SAVES_PER_S of them the last time."""
 
     def __init__(self, on_update: Callable[[JobUpdate], Any], every_s: float = UPDATE_EVERY_S) -> None:
+        from .cloud.rayjobs import FOLLOWED_JOB
         from .saves import SaveTimeline
 
         self.on_update, self.every_s = on_update, every_s
@@ -58,6 +66,7 @@ class JobFeed:
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None        # the next update
         self._saves_timer: asyncio.TimerHandle | None = None  # changed saves, when due
+        self._listening = FOLLOWED_JOB.set(self.job_info)      # the job times, from its follow
 
     @property
     def last(self) -> TrainingStep | None:
@@ -77,6 +86,15 @@ class JobFeed:
                 self._checkpoints.append(ev)
         self._schedule(self.every_s)
 
+    def job_info(self, info: JobInfo) -> None:
+        """The followed job as Ray's job API says it now (its start_time/end_time in ms)."""
+        def seconds(ms: int | None) -> float | None:
+            return None if ms is None else ms / 1000.0
+
+        if self.timeline.job_times(info.submission_id, seconds(info.start_time_ms),
+                                   seconds(info.end_time_ms)):
+            self._schedule(self.every_s)
+
     def finish(self) -> None:
         """The log ended: what is left, and the saves as they ended."""
         self.cancel()
@@ -88,6 +106,10 @@ class JobFeed:
             if timer is not None:
                 timer.cancel()
         self._timer = self._saves_timer = None
+        from .cloud.rayjobs import FOLLOWED_JOB
+
+        with suppress(ValueError, RuntimeError):  # made in another context, or reset already
+            FOLLOWED_JOB.reset(self._listening)
 
     def _schedule(self, delay_s: float) -> None:
         if self._timer is None:

@@ -31,6 +31,17 @@ A save still running at the end of a backlog keeps its arrival (an upper bound) 
 `estimated` when it arrived in the follower's first burst (chunks less than BURST_GAP_S
 apart). A rerun of a step (resume after a preemption) starts a new chain; an older chain ends
 no later than the newer one began.
+
+The Ray job's own times (JobDetails start_time/end_time, ms since the epoch: ray
+dashboard/modules/job/common.py `JobInfo`; `job_times`) bound a backlog read after the fact.
+Its arrival says nothing then: read minutes after the end, every save came out minutes late.
+- A job's steps all ended before the job did, so `end_time` is an arrival after its last step
+  end: a line that arrived after its job ended is dated backwards from `end_time` instead.
+  That is the chosen estimate: after the last step grpo_train returns and the driver exits
+  (seconds), while before step 1 lie the cluster, vLLM and policy setup (minutes; NeMo-RL
+  v0.4.0 examples/run_grpo_math.py `setup` then `grpo_train`).
+- Forward from `start_time` by the summed step times is the floor: no save is dated before it.
+A job (each attempt of a supervised run is one) starts a chain of its own.
 """
 
 from __future__ import annotations
@@ -75,6 +86,15 @@ class _Entry:
         self.save: Save | None = None    # the last answer, reused while it holds
 
 
+class _Job:
+    """The Ray job a chain's lines came from, and its times (epoch seconds) as last told."""
+
+    __slots__ = ("end", "id", "start")
+
+    def __init__(self, job_id: str, start: float | None, end: float | None) -> None:
+        self.id, self.start, self.end = job_id, start, end
+
+
 class _Chain:
     """The steps of one uninterrupted run: offsets from `Total step time`s.
 
@@ -83,9 +103,10 @@ class _Chain:
     anchor costs O(1) and saves() resolves every bound with one suffix minimum (walking the
     entries on each anchor was quadratic in a backlog: 16 s of a 1M-line burst, issue 13)."""
 
-    __slots__ = ("anchors", "best", "entries", "fresh", "last_step", "pending", "u")
+    __slots__ = ("anchors", "best", "entries", "fresh", "job", "last_step", "pending", "u")
 
-    def __init__(self) -> None:
+    def __init__(self, job: _Job | None = None) -> None:
+        self.job = job                      # the Ray job it ran in, when the follower knows it
         self.u = 0.0                        # offset of the newest step end
         self.best = math.inf                # min(arrived - u) over all its anchors: its origin
         self.last_step: int | None = None
@@ -125,6 +146,7 @@ class SaveTimeline:
     def __init__(self, tolerance_s: float = ARRIVAL_TOLERANCE_S,
                  burst_gap_s: float = BURST_GAP_S) -> None:
         self.tolerance_s, self.burst_gap_s = tolerance_s, burst_gap_s
+        self._job: _Job | None = None
         self._chains = [_Chain()]
         self._last_arrival: float | None = None
         self._in_burst = True
@@ -170,8 +192,29 @@ class SaveTimeline:
             self.version += 1
         return changed
 
+    def job_times(self, job_id: str, start: float | None, end: float | None) -> bool:
+        """The Ray job whose lines come next, with its start and (once over) end time, epoch
+        seconds; True if saves changed. Another job's lines (a supervised run's next
+        attempt) start a chain of their own: nothing links across a resubmission."""
+        job = self._job
+        if job is None or job.id != job_id:
+            self._job = _Job(job_id, start, end)
+            chain = self._chains[-1]
+            if chain.last_step is None and not chain.entries and chain.u == 0.0:
+                chain.job = self._job  # nothing read yet: this job's
+            else:
+                self._new_chain()
+            return False
+        if (job.start, job.end) == (start, end):
+            return False
+        job.start, job.end = start, end
+        changed = any(c.job is job and c.entries for c in self._chains)
+        if changed:
+            self.version += 1
+        return changed
+
     def _new_chain(self) -> _Chain:
-        chain = _Chain()
+        chain = _Chain(self._job)
         self._chains.append(chain)
         return chain
 
@@ -187,20 +230,41 @@ class SaveTimeline:
         answer that did not change is the same Save object as last time."""
         out: dict[int, Save] = {}
         tolerance = self.tolerance_s
-        for chain in self._chains:
+        for chain, cap in zip(self._chains, self._origin_caps(), strict=True):
             suffix = chain.bounds()
+            job = chain.job
+            end = job.end if job is not None else None
+            start = job.start if job is not None else None
             for e in chain.entries:
                 old = e.save
+                # Read after its job ended: the job's end bounds it, not the late arrival.
+                late = end is not None and e.arrived > end
                 if e.u is None:
-                    started, estimated = e.arrived, e.burst
+                    started = min(e.arrived, end) if late and end is not None else e.arrived
+                    estimated = e.burst or e.arrived - started > tolerance
                 else:
-                    started = min(e.arrived, e.u + suffix[e.first])
+                    started = min(e.arrived, e.u + min(suffix[e.first], cap if late else math.inf))
+                    if start is not None and started < e.arrived:  # never before its job ran
+                        started = min(e.arrived, max(started, start + e.u))
                     estimated = e.arrived - started > tolerance
                 if old is None or old.started != started or old.seconds != e.seconds or \
                         old.path != e.path or old.estimated != estimated:
                     old = e.save = Save(e.step, started, e.seconds, e.path, estimated=estimated)
                 out[e.step] = old
         return [out[k] for k in sorted(out)]
+
+    def _origin_caps(self) -> list[float]:
+        """Per chain, the latest its offset 0 can be by the job ends: its steps all ended
+        before its job did, and before the next chain began (newest first, carried back)."""
+        caps: list[float] = []
+        later = math.inf  # the latest the next chain began
+        for chain in reversed(self._chains):
+            end = chain.job.end if chain.job is not None and chain.job.end is not None else math.inf
+            cap = min(later, end) - chain.u
+            caps.append(cap)
+            later = min(cap, chain.best)
+        caps.reverse()
+        return caps
 
 
 def merge(known: dict[int, Save], new: Iterable[Save]) -> dict[int, Save]:

@@ -28,6 +28,7 @@ import random
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -62,6 +63,13 @@ class JobInfo:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+
+# Told each JobInfo `follow` reads (before the job's text, and again once it is over): the
+# follower's job feed (rltui/jobfeed.py) dates a backlog by the job's start_time/end_time.
+# Set in the follower's task, as the calls between it and `follow` pass only the text.
+FOLLOWED_JOB: ContextVar[Callable[[JobInfo], Any] | None] = ContextVar("followed_job",
+                                                                       default=None)
 
 
 def _info(details: Mapping[str, Any]) -> JobInfo:
@@ -219,14 +227,14 @@ class RayJobs:
         stream of a finished job). `give_up_s`: how long the dashboard may stay unreachable.
         """
         cursor = _Cursor(on_text)
-        status = await self.status(job_id)  # an unknown id fails here, clearly
+        status = await self._followed_status(job_id)  # an unknown id fails here, clearly
         failing_since: float | None = None
         attempt = 0
         while status not in TERMINAL:
             try:
                 if await self._tail_once(job_id, cursor, check_s):
                     failing_since, attempt = None, 0
-                status = await self.status(job_id)
+                status = await self._followed_status(job_id)
             except asyncio.CancelledError:
                 raise
             except _Delivery as exc:
@@ -246,6 +254,14 @@ class RayJobs:
         except _Delivery as exc:
             raise exc.error from None
         return status
+
+    async def _followed_status(self, job_id: str) -> str:
+        """status(), its JobInfo told to FOLLOWED_JOB's listener (its times, once over its end)."""
+        info = await self.info(job_id)
+        listener = FOLLOWED_JOB.get()
+        if listener is not None:
+            listener(info)
+        return info.status
 
     async def _tail_once(self, job_id: str, cursor: _Cursor, check_s: float) -> bool:
         """One tail connection, until it ends or (silent) the job is over; True if it

@@ -1,14 +1,15 @@
 """Metrics: Lustre throughput with the checkpoint saves on the same time axis, the Lustre
 instance (state, IP, mount point, capacity used, tier), and reward, step time per step.
 
-The codelab's point is "high throughput, low checkpoint latency": each save should line up
-with a write spike. A save's moment and duration come from rltui/saves.py (its `Saving
-checkpoint` line's arrival, or an estimate for a backlog; its step's `checkpointing` timer),
-on the app's `saves` topic. Monitoring points are rates over a period ending at `t`
-(Point.t: the interval's end time, epoch seconds: cloud/monitoring.py); the sandbox's meter
-stamps its samples with the same wall clock (sandbox/lustre_meter.py, time.time()) even when
-it runs faster than real time (`endpoints.time_scale` shortens the periods, not the clock), so
-saves and points share one x axis: seconds before the poll (`metrics["at"]`, time.time()).
+The codelab's point is "high throughput, low checkpoint latency": each save should line up with
+a write spike. A save's moment and duration come from rltui/saves.py (its `Saving checkpoint`
+line's arrival, or for a backlog an estimate from the step timers and the Ray job's own end
+time; its step's `checkpointing` timer), on the app's `saves` topic. Monitoring points are
+rates over a period ending at `t` (Point.t: the interval's end time, epoch seconds:
+cloud/monitoring.py); the sandbox's meter stamps its samples with the same wall clock
+(sandbox/lustre_meter.py, time.time()) even when it runs faster than real time
+(`endpoints.time_scale` shortens the periods, not the clock), so saves and points share one x
+axis: seconds before the poll (`metrics["at"]`, time.time()).
 
 At 80x24 (or below 100 columns or 32 rows) one chart shows at a time, `v` picks the next one;
 the saves and the Lustre panel sit side by side under it. From 100x32 all six panes show.

@@ -86,6 +86,33 @@ def many_saves(count: int = 10, every: float = 170.0, seconds: float = 40.0) -> 
                  estimated=i < count // 2) for i in range(count)]
 
 
+JOB_ID = "raysubmit_sampleRun20"
+TEARDOWN_S = 2.0   # from step 20's end to the job's end: the driver exits
+
+
+def job_times() -> tuple[float, float]:
+    """The Ray job's start_time and end_time (epoch s): 200 s of model load before step 1 (the
+    read spike), the driver's exit after step 20."""
+    first = min(step_ends().values()) - step_time(1)
+    return first - 200.0, AT - 30.0 + TEARDOWN_S
+
+
+def job_log() -> str:
+    """The run's log as NeMo-RL v0.4.0 prints it: what the save timeline reads of it."""
+    out = []
+    for step in range(1, TOTAL_STEPS + 1):
+        total, saved = step_time(step), SAVES.get(step)
+        out += [f"========================= Step {step}/{TOTAL_STEPS} =========================",
+                "▶ Training policy..."]
+        if saved:
+            out.append(f"Saving checkpoint for step {step}...")
+        out += ["", "⏱️  Timing:", f"  • Total step time: {total:.2f}s"]
+        if saved:
+            out.append(f"  • checkpointing: {saved:.2f}s ({100 * saved / total:.1f}%)")
+        out += [f"  • generation: {0.4 * total:.2f}s (40.0%)", ""]
+    return "\n".join(out) + "\n"
+
+
 def lustre() -> dict:
     """The instance as Session.lustre_instance returns it."""
     return {"id": "rl-demo-gpu-lustre", "found": True, "state": "ACTIVE",

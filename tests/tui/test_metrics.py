@@ -373,6 +373,80 @@ async def test_follow_logs_stamps_each_save_where_its_line_arrives(wizard_app):
         assert app.screen.saves() == [save]
 
 
+class _FinishedJobSession(_LogOnlySession):
+    """The job is over when the wizard reads it: RayJobs.follow over Ray's job API answering
+    as for a finished job (its JobDetails with start_time/end_time in ms, then its whole log)."""
+
+    def __init__(self) -> None:
+        super().__init__([], 0.0)
+
+    async def follow_logs(self, on_text, job_id=None) -> str:
+        from rltui.cloud.rayjobs import RayJobs
+
+        start, end = S.job_times()
+        details = {"submission_id": S.JOB_ID, "status": "SUCCEEDED", "entrypoint": "bash x.sh",
+                   "start_time": int(start * 1000), "end_time": int(end * 1000)}
+
+        class FinishedJobApi:
+            async def call(self, method, path, **_):
+                if path == f"/api/jobs/{S.JOB_ID}":
+                    return 200, details
+                assert path == f"/api/jobs/{S.JOB_ID}/logs", path
+                return 200, {"logs": S.job_log()}
+
+        jobs = RayJobs("http://ray.invalid")
+        jobs._rest = FinishedJobApi()
+        return await jobs.follow(S.JOB_ID, on_text)
+
+
+async def test_a_finished_jobs_saves_read_later_sit_in_its_run_over_their_spikes(wizard_app):
+    """Opened long after the job ended: each save row is `step  ~HH:MM:SS` within the job's
+    run (dated back from Ray's end_time by the step timers, not from the read), its peak write
+    the spike under it, its marker over that spike; the same times on Monitor's list."""
+    import re
+
+    from rltui.screens.metrics import fmt_rate, peak_write
+    from rltui.widgets.checkpoints import CheckpointsList
+
+    app = wizard_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.switch_mode("metrics")
+        app.session = _FinishedJobSession()
+        app.follow_logs()
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if len(app.bus.saves.last or []) == len(S.SAVES):
+                break
+        app.bus.metrics.publish(S.metrics())
+        await pilot.pause(1.2)
+        start, end = S.job_times()
+        truth = {s.step: s for s in S.saves()}
+        for save in app.screen.saves():
+            assert save.estimated and start <= save.started and save.ended <= end, save
+            assert 0 <= save.started - truth[save.step].started <= S.TEARDOWN_S + 0.2
+        rows = _text(app, "#saves-pane")
+        clock = lambda t: time.strftime("%H:%M:%S", time.gmtime(t))  # noqa: E731
+        for step, want in truth.items():
+            row = re.search(rf"^ *{step} +~(\d\d:\d\d:\d\d) .*$", rows, re.MULTILINE)
+            assert row, rows
+            assert clock(want.started) <= row.group(1) <= clock(want.started + S.TEARDOWN_S + 1)
+            assert clock(start) <= row.group(1) <= clock(end)
+            assert row.group(0).endswith(fmt_rate(peak_write(S.metrics(), want))), row.group(0)
+        assert "6.16 GB/s" in rows
+        spec = app.screen.query_one("#write-chart", Chart).drawn_spec
+        assert [s.label for s in spec.spans] == ["~ckpt 6", "~ckpt 12", "~ckpt 18"]
+        (series,) = spec.series
+        points = list(zip(series.xs, series.ys, strict=True))
+        idle = max(y for x, y in points if all(not s.x0 - 60 <= x <= s.x1 + 60 for s in spec.spans))
+        for span in spec.spans:
+            assert max(y for x, y in points if span.x0 <= x <= span.x1) > 30 * idle
+        await app.switch_mode("monitor")
+        await pilot.pause()
+        _, lines = app.screen.query_one(CheckpointsList).pane_text()
+        for save in app.bus.saves.last:
+            assert any(line.startswith(f"{save.step:<6} ~{clock(save.started)}") for line in lines), lines
+
+
 async def test_a_new_job_or_a_teardown_clears_the_saves(wizard_app):
     from rltui.widgets.checkpoints import CheckpointsList
 

@@ -145,3 +145,62 @@ def test_a_long_list_of_revisions_waits_a_second_for_each_budget_of_them(monkeyp
     assert len(with_saves) >= 3
     for (t0, n), (t1, _) in zip(with_saves, with_saves[1:-1]):   # the last is the end's
         assert t1 - t0 >= max(0.05, n / 20) - 0.01, (t1 - t0, n)
+
+
+class _FinishedJobApi:
+    """Ray's job API (GET /api/jobs/{id}, its /logs) for one job that is over: its JobDetails,
+    start_time and end_time in ms since the epoch, and its whole log."""
+
+    def __init__(self, job_id: str, start_s: float, end_s: float, log: str) -> None:
+        self.job_id, self.log = job_id, log
+        self.details = {"submission_id": job_id, "status": "SUCCEEDED", "entrypoint": "bash x.sh",
+                        "start_time": int(start_s * 1000), "end_time": int(end_s * 1000)}
+
+    async def call(self, method: str, path: str, **_: object) -> tuple[int, dict]:
+        if (method, path) == ("GET", f"/api/jobs/{self.job_id}"):
+            return 200, self.details
+        if (method, path) == ("GET", f"/api/jobs/{self.job_id}/logs"):
+            return 200, {"logs": self.log}
+        raise AssertionError(f"not asked of a finished job: {method} {path}")
+
+
+class _FollowingSession:
+    """Session.follow_job as the cloud worker runs it, over RayJobs.follow of one job."""
+
+    def __init__(self, api: _FinishedJobApi) -> None:
+        self.api = api
+
+    async def follow_logs(self, on_text, job_id=None) -> str:
+        from rltui.cloud.rayjobs import RayJobs
+
+        jobs = RayJobs("http://ray.invalid")
+        jobs._rest = self.api  # type: ignore[assignment]
+        return await jobs.follow(self.api.job_id, on_text)
+
+    from rltui.session import Session
+
+    follow_parsed = Session.follow_parsed
+    follow_job = Session.follow_job
+
+
+def test_a_finished_jobs_log_read_90_s_later_is_dated_within_the_job():
+    """The wizard opened after the job ended: the log arrives now, the saves are dated by the
+    job's start_time/end_time (told by RayJobs.follow) and their steps' timers."""
+    import time
+
+    from tests.unit.test_saves import run_log
+
+    end = time.time() - 90.0
+    lines, starts = run_log(range(1, 9), start=end - 3.0 - 8 * 60.0 - 93.0)
+    assert abs(lines[-1][0] - (end - 3.0)) < 1e-6
+    start = lines[0][0] - 150.0   # the setup before step 1
+    api = _FinishedJobApi("raysubmit_done", start, end, "".join(t + "\n" for _, t in lines))
+    updates: list[JobUpdate] = []
+
+    final, last = asyncio.run(_FollowingSession(api).follow_job(updates.append))
+    assert final == "SUCCEEDED" and last is not None and last.step == 8
+    saves = {s.step: s for u in updates for s in u.changed_saves}
+    assert sorted(saves) == [2, 4, 6, 8]
+    for s in saves.values():
+        assert start <= s.started and s.ended is not None and s.ended <= end + 1e-3, s
+        assert 0 <= s.started - starts[s.step] <= 3.0 + 2e-3 and s.estimated

@@ -6,6 +6,8 @@ line; the real JobLogParser turns each delivered chunk into events.
 
 from __future__ import annotations
 
+import pytest
+
 from rltui.joblog import JobLogParser
 from rltui.saves import Save, SaveTimeline, merge
 
@@ -144,3 +146,77 @@ def test_version_changes_only_with_the_saves():
     v = timeline.version
     timeline.feed(parser.feed("Saving checkpoint for step 1...\n"), T0 + 1)
     assert timeline.version == v + 1
+
+
+# --- a backlog dated by the Ray job's own times (JobDetails start_time / end_time) ---------------
+
+SETUP_S = 150.0    # cluster, vLLM and policy setup before step 1 (NeMo-RL: minutes)
+TEARDOWN_S = 3.0   # after the last step: grpo_train returns, the driver exits
+
+
+def test_a_finished_jobs_backlog_read_90_s_after_it_ended_lies_within_its_run():
+    """The wizard opened after the job: its whole log arrives at once, 90 s after the end.
+    Every save is dated from the job's end time back by the step times, not from the read."""
+    timeline, parser = SaveTimeline(), JobLogParser()
+    lines, starts = run_log(range(1, 9))
+    start, end = T0 - SETUP_S, lines[-1][0] + TEARDOWN_S
+    timeline.job_times("raysubmit_done", start, end)
+    deliver(timeline, parser, lines, arrived=end + 90.0)
+    saves = timeline.saves()
+    assert [s.step for s in saves] == [2, 4, 6, 8]
+    for s in saves:
+        assert start <= s.started and s.ended is not None and s.ended <= end, s
+        assert 0 <= s.started - starts[s.step] <= TEARDOWN_S + 1e-6 and s.estimated
+
+
+def test_a_save_cut_off_by_the_jobs_end_is_no_later_than_the_end():
+    timeline, parser = SaveTimeline(), JobLogParser()
+    lines, starts = run_log(range(1, 5))
+    saving = next(i for i, (_, t) in enumerate(lines) if t == "Saving checkpoint for step 4...")
+    end = starts[4] + 5.0   # the job failed during step 4's save
+    timeline.job_times("raysubmit_failed", T0 - SETUP_S, end)
+    deliver(timeline, parser, lines[:saving + 1], arrived=end + 90.0)
+    (*_, last) = timeline.saves()
+    assert last.step == 4 and last.seconds is None and last.started == end and last.estimated
+
+
+def test_live_lines_keep_their_arrival_when_the_job_times_are_known():
+    timeline, parser = SaveTimeline(), JobLogParser()
+    lines, starts = run_log(range(1, 9))
+    timeline.job_times("raysubmit_live", T0 - SETUP_S, None)
+    deliver(timeline, parser, lines)
+    timeline.job_times("raysubmit_live", T0 - SETUP_S, lines[-1][0] + TEARDOWN_S)  # it ended
+    for s in timeline.saves():
+        assert s.started == starts[s.step] + LAG and not s.estimated
+
+
+def test_a_backlog_of_a_running_job_is_never_dated_before_the_job_began():
+    """Reopened mid-run, with the Ray head's clock 10 s ahead of ours: the arrival dates the
+    saves (late by at most the 4 s of step 7 that ran), but never before Ray's start_time plus
+    the steps that came before each."""
+    timeline, parser = SaveTimeline(), JobLogParser()
+    lines, starts = run_log(range(1, 9))
+    cut = next(i for i, (_, t) in enumerate(lines) if " Step 7/" in t)
+    start = T0 + 10.0   # step 1 began at T0 on our clock: at once, on the head's
+    timeline.job_times("raysubmit_running", start, None)
+    deliver(timeline, parser, lines[:cut + 2], arrived=lines[cut + 1][0] + 4.0)
+    for s in timeline.saves():  # the step times before each save: its start from T0
+        assert s.estimated and s.started == pytest.approx(start + starts[s.step] - T0)
+
+
+def test_each_attempt_of_a_run_is_dated_by_its_own_job():
+    """A supervised run read after the fact: attempt 2 (its own Ray job) resumed at step 3."""
+    timeline, parser = SaveTimeline(), JobLogParser()
+    first, starts1 = run_log(range(1, 5))
+    gap = 300.0
+    second, starts2 = run_log(range(3, 7), start=first[-1][0] + gap)
+    end1, end2 = first[-1][0] + TEARDOWN_S, second[-1][0] + TEARDOWN_S
+    read = end2 + 90.0
+    timeline.job_times("rltui-run", T0 - SETUP_S, end1)
+    deliver(timeline, parser, first, arrived=read)
+    timeline.job_times("rltui-run-a2", second[0][0] - SETUP_S, end2)
+    deliver(timeline, parser, second, arrived=read + 0.01)
+    saves = {s.step: s for s in timeline.saves()}
+    assert 0 <= saves[2].started - starts1[2] <= TEARDOWN_S + 1e-6 and saves[2].ended <= end1
+    for step in (4, 6):
+        assert 0 <= saves[step].started - starts2[step] <= TEARDOWN_S + 1e-6
