@@ -20,9 +20,11 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, classify, retry
+from .imports import kube_api_exception, kube_client
 from .rayhealth import RayClusterHealth as RayClusterHealth  # re-exported: callers read health here
 from .rayhealth import raycluster_health as raycluster_health
 from .rayhealth import wait_ready
@@ -42,29 +44,38 @@ WATCH_WINDOW_S = 240
 class Kind:
     plural: str
     kind: str
-    stem: str = ""          # CoreV1Api method stem ("namespaced_pod"); "" for custom resources
     namespaced: bool = True
-    group: str = ""
+    group: str = ""         # the API group; "" is the core group (/api/v1)
     version: str = "v1"
-    api: str = "CoreV1Api"  # the kubernetes client class whose methods carry `stem`
+
+    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+        """The REST path, as the API concepts page lays it out ("Resource URIs"): the same form
+        for built-in and custom resources, so no generated API class is needed to reach one."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        return base + (f"/{sub}" if sub else "")
 
 
 KINDS = {k.plural: k for k in (
-    Kind("pods", "Pod", "namespaced_pod"),
-    Kind("services", "Service", "namespaced_service"),
-    Kind("secrets", "Secret", "namespaced_secret"),
-    Kind("persistentvolumes", "PersistentVolume", "persistent_volume", namespaced=False),
-    Kind("persistentvolumeclaims", "PersistentVolumeClaim", "namespaced_persistent_volume_claim"),
-    Kind("events", "Event", "namespaced_event"),
-    Kind("nodes", "Node", "node", namespaced=False),
-    Kind("csinodes", "CSINode", "csi_node", namespaced=False, api="StorageV1Api"),
+    Kind("pods", "Pod"),
+    Kind("services", "Service"),
+    Kind("secrets", "Secret"),
+    Kind("persistentvolumes", "PersistentVolume", namespaced=False),
+    Kind("persistentvolumeclaims", "PersistentVolumeClaim"),
+    Kind("events", "Event"),
+    Kind("nodes", "Node", namespaced=False),
+    Kind("csinodes", "CSINode", namespaced=False, group="storage.k8s.io"),
     Kind("rayclusters", "RayCluster", group="ray.io"),
     # The job supervisor's objects (manifests_supervisor.py).
-    Kind("configmaps", "ConfigMap", "namespaced_config_map"),
-    Kind("serviceaccounts", "ServiceAccount", "namespaced_service_account"),
-    Kind("deployments", "Deployment", "namespaced_deployment", api="AppsV1Api"),
-    Kind("roles", "Role", "namespaced_role", api="RbacAuthorizationV1Api"),
-    Kind("rolebindings", "RoleBinding", "namespaced_role_binding", api="RbacAuthorizationV1Api"),
+    Kind("configmaps", "ConfigMap"),
+    Kind("serviceaccounts", "ServiceAccount"),
+    Kind("deployments", "Deployment", group="apps"),
+    Kind("roles", "Role", group="rbac.authorization.k8s.io"),
+    Kind("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
 )}
 BY_KIND = {k.kind: k for k in KINDS.values()}
 
@@ -105,9 +116,9 @@ def _backoff(attempt: int, base_s: float, cap_s: float = 10.0) -> float:
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, Any]:
-    """The list/watch query arguments that are set (passed on to the client as keywords)."""
-    return {key: v for key, v in (("label_selector", label_selector),
-                                  ("field_selector", field_selector)) if v}
+    """The list/watch query parameters that are set, by their names in the API."""
+    return {key: v for key, v in (("labelSelector", label_selector),
+                                  ("fieldSelector", field_selector)) if v}
 
 
 class KubeAdapter:
@@ -116,7 +127,6 @@ class KubeAdapter:
         self.endpoints, self.cluster, self.namespace = endpoints, cluster, namespace
         self.backoff_s = backoff_s
         self.api: Any = None   # kubernetes.aio.client.ApiClient once connected
-        self._apis: dict[str, Any] = {}
         self._informers: dict[tuple[str, str], _Informer] = {}
 
     # ----- connection -------------------------------------------------------------------
@@ -125,7 +135,7 @@ class KubeAdapter:
         credentials (`creds`, or loaded here): the same code for Google and the sandbox (whose World
         gives its clusters its own HTTPS address and CA, and whose ADC file refreshes at its
         token endpoint)."""
-        from kubernetes.aio import client
+        client = kube_client()
 
         if self.cluster is None:
             raise CloudError("no GKE cluster to connect to: is it created?", transient=False,
@@ -133,18 +143,6 @@ class KubeAdapter:
         if creds is None:
             creds = await asyncio.to_thread(self.endpoints.credentials)
         self.api = client.ApiClient(configuration=await gke_configuration(self.cluster, creds))
-        self._apis = {}
-
-    def _typed(self, name: str) -> Any:
-        """One of the client's API classes, built on first use: each is a module of its own
-        (apps_v1_api 0.24 s to import, rbac 0.09 s, custom objects 0.05 s), which a command
-        that never lists a Deployment or a Role need not load."""
-        api = self._apis.get(name)
-        if api is None:
-            from kubernetes.aio import client
-
-            api = self._apis[name] = getattr(client, name)(self.api)
-        return api
 
     @property
     def configuration(self) -> Any:
@@ -162,25 +160,33 @@ class KubeAdapter:
             self.api = None
 
     # ----- one request ------------------------------------------------------------------
-    def _method(self, verb: str, kind: Kind, namespace: str | None
-                ) -> tuple[Callable[..., Awaitable[Any]], dict[str, str]]:
+    async def _send(self, method: str, kind: Kind, namespace: str | None, name: str | None = None,
+                    *, sub: str | None = None, query: dict[str, Any] | None = None,
+                    body: Any = None, content_type: str | None = None,
+                    timeout_s: float | None = CALL_TIMEOUT_S) -> Any:
+        """One request through the client's ApiClient (its auth hook, TLS and aiohttp session),
+        by REST path rather than a generated API class: CoreV1Api alone is a 1.4 s import of
+        pydantic models this adapter never uses, as it reads the JSON itself. Returns the
+        aiohttp response, unread (the generated `*_without_preload_content` methods' answer)."""
         if self.api is None:
             raise RuntimeError("KubeAdapter.connect() first")
-        ns = {"namespace": namespace or self.namespace} if kind.namespaced else {}
-        if kind.group:
-            verb = "get" if verb == "read" else verb
-            scope = "namespaced_custom_object" if kind.namespaced else "cluster_custom_object"
-            fn = getattr(self._typed("CustomObjectsApi"), f"{verb}_{scope}_without_preload_content")
-            return fn, {"group": kind.group, "version": kind.version, "plural": kind.plural, **ns}
-        return getattr(self._typed(kind.api), f"{verb}_{kind.stem}_without_preload_content"), ns
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        request = await self.api.param_serialize(
+            method=method, resource_path=kind.path(namespace or self.namespace, name, sub),
+            query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"])
+        answer = await self.api.call_api(*request, _preload_content=False,
+                                         _request_timeout=timeout_s)
+        return answer.response
 
-    async def _call(self, verb: str, kind: Kind, namespace: str | None = None,
-                    timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> Obj:
+    async def _call(self, method: str, kind: Kind, namespace: str | None = None,
+                    name: str | None = None, **kwargs: Any) -> Obj:
         """One request; a non-2xx answer becomes ApiException(status, reason) for `classify`."""
-        from kubernetes.aio.client.exceptions import ApiException
+        ApiException = kube_api_exception()
 
-        fn, args = self._method(verb, kind, namespace)
-        resp = await fn(**args, **kwargs, _request_timeout=timeout_s)
+        resp = await self._send(method, kind, namespace, name, **kwargs)
         try:
             raw = await resp.read()
         finally:
@@ -218,14 +224,14 @@ class KubeAdapter:
         what = f"apply {kind.kind} {name}"
 
         async def call() -> Obj:
-            from kubernetes.aio.client.exceptions import ApiException
+            ApiException = kube_api_exception()
             try:
-                return await self._call("create", kind, ns, body=obj)
+                return await self._call("POST", kind, ns, body=obj)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-            return await self._call("patch", kind, ns, name=name, body=obj,
-                                    _content_type="application/merge-patch+json")
+            return await self._call("PATCH", kind, ns, name, body=obj,
+                                    content_type="application/merge-patch+json")
 
         result = await self._retry(what, call, secret=kind.plural == "secrets")
         log.info("applied %s %s (resourceVersion %s)", kind.kind, name,
@@ -236,9 +242,9 @@ class KubeAdapter:
         k = kind_of(kind)
 
         async def call() -> Obj | None:
-            from kubernetes.aio.client.exceptions import ApiException
+            ApiException = kube_api_exception()
             try:
-                return await self._call("read", k, namespace, name=name)
+                return await self._call("GET", k, namespace, name)
             except ApiException as exc:
                 if exc.status == 404:
                     return None
@@ -251,7 +257,7 @@ class KubeAdapter:
                         namespace: str | None = None) -> Obj:
         query = _selectors(label_selector, field_selector)
         return await self._retry(f"list {k.plural}",
-                                 lambda: self._call("list", k, namespace, **query),
+                                 lambda: self._call("GET", k, namespace, query=query),
                                  secret=k.plural == "secrets")
 
     async def list(self, kind: str, label_selector: str | None = None, *,
@@ -263,7 +269,7 @@ class KubeAdapter:
     async def pods_everywhere(self, field_selector: str | None = None) -> builtins.list[Obj]:
         """Pods of every namespace (GET /api/v1/pods: CoreV1Api.list_pod_for_all_namespaces),
         e.g. those bound to one node (field_selector spec.nodeName=<node>)."""
-        k = Kind("pods", "Pod", "pod_for_all_namespaces", namespaced=False)
+        k = Kind("pods", "Pod", namespaced=False)
         listing = await self._list_raw(k, None, field_selector)
         return [_redact(k, item) for item in listing.get("items") or []]
 
@@ -291,9 +297,10 @@ class KubeAdapter:
         k = kind_of(kind)
 
         async def call() -> None:
-            from kubernetes.aio.client.exceptions import ApiException
+            ApiException = kube_api_exception()
             try:
-                await self._call("delete", k, namespace, name=name, propagation_policy="Background")
+                await self._call("DELETE", k, namespace, name,
+                                 query={"propagationPolicy": "Background"})
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -332,17 +339,15 @@ class KubeAdapter:
         container ends or the caller stops iterating. A pod not started yet answers 400 with
         the waiting reason, a missing one 404: both become a CloudError with the API's words
         (the Kubernetes API reference, "Read log of the specified Pod")."""
-        from kubernetes.aio.client.exceptions import ApiException
+        ApiException = kube_api_exception()
 
         if self.api is None:
             raise RuntimeError("KubeAdapter.connect() first")
-        query = {k: v for k, v in (("container", container), ("tail_lines", tail_lines),
-                                   ("follow", follow or None)) if v is not None}
+        query = {"container": container, "tailLines": tail_lines, "follow": follow or None}
         what = f"log of pod {name}"
-        fn = self._typed("CoreV1Api").read_namespaced_pod_log_without_preload_content
         try:
-            resp = await fn(name=name, namespace=namespace or self.namespace, **query,
-                            _request_timeout=None if follow else CALL_TIMEOUT_S)
+            resp = await self._send("GET", kind_of("pods"), namespace, name, sub="log",
+                                    query=query, timeout_s=None if follow else CALL_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - sorted by classify
             raise classify(exc, what) from exc
         try:
@@ -427,14 +432,13 @@ class KubeAdapter:
                       field_selector: str | None, namespace: str | None,
                       window_s: int) -> AsyncGenerator[tuple[KubeEvent | None, str], None]:
         """One watch request: (event or None for a bookmark, its resourceVersion) per line."""
-        from kubernetes.aio.client.exceptions import ApiException
+        ApiException = kube_api_exception()
 
         query = _selectors(label_selector, field_selector)
-        fn, args = self._method("list", k, namespace)
+        query.update(watch=True, resourceVersion=rv, allowWatchBookmarks=True,
+                     timeoutSeconds=window_s)
         try:
-            resp = await fn(**args, **query, watch=True, resource_version=rv,
-                            allow_watch_bookmarks=True, timeout_seconds=window_s,
-                            _request_timeout=window_s + 30)
+            resp = await self._send("GET", k, namespace, query=query, timeout_s=window_s + 30)
         except Exception as exc:  # noqa: BLE001 - sorted by classify
             raise classify(exc, f"watch {k.plural}") from exc
         try:
@@ -522,7 +526,7 @@ async def gke_configuration(cluster: Any, creds: Any) -> Any:
     `master_auth.cluster_ca_certificate`) with a bearer token from google-auth `creds`,
     refreshed before it expires (the hook runs before every request and port-forward)."""
     from google.auth.transport.requests import Request
-    from kubernetes.aio.client import Configuration
+    Configuration = kube_client().Configuration
 
     if not cluster.endpoint or not cluster.master_auth.cluster_ca_certificate:
         raise CloudError("the GKE cluster has no endpoint or CA yet: is it still provisioning?",
@@ -540,6 +544,6 @@ async def gke_configuration(cluster: Any, creds: Any) -> Any:
     cfg.ca_cert_data = base64.b64decode(cluster.master_auth.cluster_ca_certificate).decode()
     cfg.api_key_prefix["BearerToken"] = "Bearer"
     # The generated Configuration declares the hook only as `self.refresh_api_key_hook = None`.
-    cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    cfg.refresh_api_key_hook = refresh
     await refresh(cfg)
     return cfg
