@@ -14,6 +14,7 @@ this value for clients.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 # Per-call deadline for unary Google calls (the clients have none by default).
 CALL_TIMEOUT_S = 30.0
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+_CREDENTIALS_LOCK = threading.Lock()
 
 
 def user_agent() -> str:
@@ -63,6 +65,11 @@ class Endpoints:
     time_scale: float = 1.0
     # Whether the job downloads the model from Hugging Face (so submitting needs HF_TOKEN).
     downloads_models: bool = True
+    # Credentials by scopes, loaded once: parsing the sandbox's key (0.11 s) or asking
+    # google.auth.default() again on every call cost that much each time; the object kept
+    # refreshes its own token (google-auth Credentials.before_request).
+    _credentials: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False,
+                                                     compare=False, repr=False)
 
     @classmethod
     def google(cls) -> Endpoints:
@@ -160,11 +167,12 @@ class Endpoints:
 
     def compute(self, kind: str) -> Any:
         """A google-cloud-compute client (REST, sync: call it in a thread), e.g. "Networks"."""
-        from google.cloud import compute_v1
+        from .imports import compute_client
 
-        cls = getattr(compute_v1, f"{kind}Client")
+        cls = compute_client(kind)
         if self.compute_url is None:
-            return cls(client_info=client_info())
+            # The process's one ADC (`credentials`), not a google.auth.default() per client.
+            return cls(credentials=self.credentials(), client_info=client_info())
         from google.auth.credentials import AnonymousCredentials
 
         return cls(credentials=AnonymousCredentials(), client_info=client_info(),
@@ -175,7 +183,15 @@ class Endpoints:
     def credentials(self, scopes: tuple[str, ...] = (CLOUD_PLATFORM,)) -> Any:
         """Application Default Credentials (sync, may read files: call it in a thread): the
         sandbox's ADC file, else `google.auth.default()`. Refresh them with
-        `google.auth.transport.requests.Request()`; both refresh at a token endpoint."""
+        `google.auth.transport.requests.Request()`; both refresh at a token endpoint. Loaded
+        once for each set of scopes, then shared."""
+        with _CREDENTIALS_LOCK:
+            creds = self._credentials.get(scopes)
+            if creds is None:
+                creds = self._credentials[scopes] = self._load_credentials(scopes)
+        return creds
+
+    def _load_credentials(self, scopes: tuple[str, ...]) -> Any:
         import google.auth
 
         if self.adc_file is not None:

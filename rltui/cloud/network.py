@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
 from .errors import CloudError, api_disabled, classify, retry
+from .imports import compute_types
 
 if TYPE_CHECKING:
     from .servicenetworking import ServiceNetworking
@@ -96,7 +97,7 @@ class NetworkAdapter:
         the 2 minute deadline": compute.v1 globalOperations.wait), each call bounded by its
         own HTTP timeout and by what is left of `timeout_s`; a transient failure of one call
         (errors.classify) is asked again until then. Its error, if any, is raised."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
         where: dict[str, str] = {"project": self.project, "operation": name}
         ops = self._compute("GlobalOperations")
@@ -119,7 +120,7 @@ class NetworkAdapter:
                 await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(2 * pause, 20.0)
                 continue
-            if cur.status == compute_v1.Operation.Status.DONE:
+            if cur.status == compute.Operation.Status.DONE:
                 break
         errors = list(cur.error.errors) if cur.error else []
         if errors:
@@ -184,9 +185,9 @@ class NetworkAdapter:
     async def remove_peering(self, network: str, name: str = PEERING_NAME) -> None:
         """Compute's side of a peering: the known fallback when Service Networking refuses
         (hashicorp/terraform-provider-google 19908)."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        body = compute_v1.NetworksRemovePeeringRequest(name=name)
+        body = compute.NetworksRemovePeeringRequest(name=name)
         await self._wait(f"remove peering {name} from {network}",
                          lambda: self._compute("Networks").remove_peering(
                              project=self.project, network=network,
@@ -230,12 +231,12 @@ class NetworkAdapter:
         already there under that name (a retry after a lost answer) is left as it is: the
         caller reads it back."""
         from google.api_core import exceptions as gexc
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        body = compute_v1.Firewall(
+        body = compute.Firewall(
             name=name, network=f"projects/{self.project}/global/networks/{network}",
             direction="INGRESS", priority=1000, source_ranges=list(source_ranges),
-            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=list(tcp_ports))],
+            allowed=[compute.Allowed(I_p_protocol="tcp", ports=list(tcp_ports))],
             description=description)
 
         def start() -> Any:
@@ -295,9 +296,9 @@ class NetworkAdapter:
         google/services/compute/resource_compute_global_address.go, lines 343-347 and
         406-446; the compute.v1 Address.labels field says the same)."""
         from google.api_core import exceptions as gexc
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        body = compute_v1.Address(
+        body = compute.Address(
             name=name, purpose="VPC_PEERING", address_type="INTERNAL",
             prefix_length=prefix_length, labels=dict(labels or {}), description=description,
             network=f"projects/{self.project}/global/networks/{network}")
@@ -321,9 +322,9 @@ class NetworkAdapter:
     async def set_address_labels(self, name: str, labels: dict[str, str],
                                  fingerprint: str) -> None:
         """globalAddresses.setLabels: the whole label set, with the fingerprint last read."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        body = compute_v1.GlobalSetLabelsRequest(labels=labels, label_fingerprint=fingerprint)
+        body = compute.GlobalSetLabelsRequest(labels=labels, label_fingerprint=fingerprint)
         await self._wait(f"label address {name}", lambda: self._compute("GlobalAddresses")
                          .set_labels(project=self.project, resource=name,
                                      global_set_labels_request_resource=body,
