@@ -243,5 +243,7 @@ class DashboardStep(ContextStep):
         return Probe(exists=False)  # a local port-forward: opened by every run
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:
-        url = await ctx.dashboard()
-        out.note(f"Ray dashboard at {url}")
+        # Its local URL lives only as long as this process's port-forward: a headless `up`
+        # that printed it left a dead link. The wizard's Monitor shows it while it answers.
+        await ctx.dashboard()
+        out.note(f"the dashboard answers; to open it by hand: {self.command()}")
