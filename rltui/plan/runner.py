@@ -21,6 +21,7 @@ from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
 from rltui.plan.graph import closure as _closure, destroy_needs as _destroy_needs, topo as _topo, validate as _validate
 from rltui.plan.step import (Kept, PermanentError, Probe, Step, StepOutput, StepState,
                              TransientError, kept_words)
+from rltui.plan.step import describe as _describe
 
 if TYPE_CHECKING:
     from rltui.plan.context import Context
@@ -571,10 +572,3 @@ class Runner:
             ran = now - (tr.active_since if tr.active_since is not None else now)
             return max(expected - ran, OVERRUN_FLOOR * expected)
         return expected
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    if isinstance(exc, (PermanentError, TransientError)):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..cloud.errors import CloudError   # stdlib only at import, like this module
+
 if TYPE_CHECKING:
     from .context import Context
 
@@ -65,6 +67,21 @@ class TransientError(Exception):
 
 class PermanentError(Exception):
     """Retrying cannot help. The message tells the user what to do."""
+
+
+# What the user reads for these is their message: the class is rltui's bookkeeping, and a
+# cloud error's message already says what failed and what to do.
+_WORDED = (CloudError, PermanentError, TransientError, OSError, TimeoutError)
+
+
+def describe(exc: BaseException) -> str:
+    """An error as a step's row and detail say it: a cloud, network or step error by its
+    message alone; anything else is a bug in rltui, and its type is the clue a report needs."""
+    text = (getattr(exc, "message", None) if isinstance(exc, CloudError) else None) or str(exc)
+    text = text.strip()
+    if isinstance(exc, _WORDED):
+        return text or ("no answer in time" if isinstance(exc, TimeoutError) else "failed")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class Kept(Exception):
@@ -196,4 +213,4 @@ async def kept_words(step: Step, ctx: Any, settled: dict[str, StepState]
         return await step.kept(ctx, settled)
     except Exception as exc:   # CancelledError is not an Exception: it goes through
         log.warning("%s: could not tell what became of it", step.name, exc_info=exc)
-        return StepState.SKIPPED, f"not checked: {type(exc).__name__}: {exc}"
+        return StepState.SKIPPED, f"not checked: {describe(exc)}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from shlex import join
 from typing import TYPE_CHECKING, Any
 
+from ..words import count
 from .codelab import APIS
 from . import xpkstate
 from .context import Context
@@ -413,4 +414,4 @@ class CredentialsStep(ContextStep):
         await self.wait_control_plane(ctx, out)
         kube = await ctx.kube()
         nodes = await kube.list("nodes")
-        out.note(f"{len(nodes)} nodes")
+        out.note(count(len(nodes), "node"))

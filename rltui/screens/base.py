@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.dom import DOMNode
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
     from ..app import RLTuiApp
 
 PANE_ACTIONS = ("full_screen", "copy_pane")
+
+
+def env_path_text(path: str) -> Text:
+    """How a screen names env.sh: its path, after an "env.sh" label only when the path does
+    not end with that name already (the default, `env.sh`, read "env.sh  env.sh")."""
+    if path.endswith("env.sh"):
+        return Text(path)
+    return Text("env.sh  ", style="dim").append(path)
 
 
 def stylesheet(module_file: str) -> str:
@@ -145,8 +154,10 @@ class WizardScreen(DrawsInputNow):
         pane = self._pane_or_say()
         if pane is not None:
             node, title, lines = pane
+            line = getattr(node, "pane_line", None)   # e.g. the log's search match
             self.app.push_screen(FullView(title, lines,
-                                          at_end=bool(getattr(node, "PANE_AT_END", False))))
+                                          at_end=bool(getattr(node, "PANE_AT_END", False)),
+                                          at_line=line() if callable(line) else None))
 
     def action_copy_pane(self) -> None:
         # A screen may name what ctrl+y copies first (Provision: the equivalent command).

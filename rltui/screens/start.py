@@ -19,7 +19,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
 from ..widgets.chrome import HeaderInfo, plan_cost_text
-from .base import WizardScreen, stylesheet
+from .base import WizardScreen, env_path_text, stylesheet
 
 if TYPE_CHECKING:  # types only: the session (pydantic, the plan) loads after the first frame
     from ..session import Check, ConfigState
@@ -118,7 +118,7 @@ class StartScreen(WizardScreen):
         self._draw_where()
 
     def _on_config(self, state: ConfigState) -> None:
-        line = Text("env.sh  ", style="dim").append(state.env_path)
+        line = env_path_text(state.env_path)
         if state.load_error:
             line.append(f"  ✗ not read: {state.load_error}", style="bold red")
         elif state.problems:

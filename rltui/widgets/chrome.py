@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from rich.text import Text
 from textual import events
@@ -80,6 +80,38 @@ class HeaderInfo:
     now: float | None = None       # fixed time for the running total in tests; None: the wall clock
 
 
+class JobHeadline:
+    """The header's `job` ("RUNNING 7/20"), told what the screens are told: the app's
+    `job_status` topic (status, or a reset) and its `step_records` (the newest step). One
+    source, so the newest answer wins on the header and on every screen alike."""
+
+    def __init__(self, show: Callable[[str], Any]) -> None:
+        self.show = show
+        self.state: str | None = None          # None: no status yet (the header keeps its own)
+        self.step: tuple[int, int] | None = None
+        self.shown: str | None = None
+
+    def status(self, payload: dict[str, Any]) -> None:
+        if payload.get("reset"):   # a new job, or none: the old one's step goes
+            self.step = None
+        self.state = payload.get("status") or ("" if payload.get("reset") else self.state)
+        self._show()
+
+    def records(self, records: list[Any]) -> None:
+        if records:
+            self.step = (records[-1].step, records[-1].total_steps)
+            self._show()
+
+    def _show(self) -> None:
+        if self.state is None:
+            return
+        job = f"{self.state} {self.step[0]}/{self.step[1]}" if self.state and self.step \
+            else self.state
+        if job != self.shown:
+            self.shown = job
+            self.show(job)
+
+
 class WizardHeader(Widget):
     """` rltui  SANDBOX  project P  cluster C  job RUNNING 7/20  cost $1,234 est ($324/h)  12:04 `"""
 
@@ -97,24 +129,29 @@ class WizardHeader(Widget):
             self._shown_minute = shown
             self.refresh()
 
+    # What gives way, in order: the labels, the project, the app's own name (the badge says
+    # where it points), the count of unpriced lines ("+?" stays), and last the rate.
+    FALLBACKS = ((True, True, True, "full"), (False, True, True, "full"),
+                 (False, False, True, "full"), (False, False, False, "full"),
+                 (False, False, False, "short"), (False, False, False, ""))
+
     def render(self) -> Text:
-        """The most that fits: labels go first, then the project, then the cost's rate, so the
-        job, the cluster and the running total ("est": an estimate) stay whole at 80 columns."""
+        """The most that fits (FALLBACKS), so the job, the cluster, the running total ("est":
+        an estimate) and its rate per hour stay whole at 80 columns."""
         i = self.info
         clock = i.clock if i.clock is not None else time.strftime("%H:%M")
         width = self.size.width or 80
-        for labels, project, rate in ((True, True, True), (False, True, True), (False, False, True),
-                                      (False, False, False)):
-            text = self._text(labels, project, rate)
+        for labels, project, name, rate in self.FALLBACKS:
+            text = self._text(labels, project, rate, name)
             if text.cell_len + len(clock) + 2 <= width:
                 break
         text.truncate(max(1, width - len(clock) - 2), overflow="ellipsis")
         pad = max(1, width - text.cell_len - len(clock) - 1)
         return text.append(" " * pad).append(clock + " ")
 
-    def _text(self, labels: bool, project: bool, rate: bool = True) -> Text:
+    def _text(self, labels: bool, project: bool, rate: str = "full", name: bool = True) -> Text:
         i = self.info
-        text = Text(" rltui ", style="bold")
+        text = Text(" rltui " if name else " ", style="bold")
         badge = "badge-sandbox" if i.mode == "SANDBOX" else "badge-real"
         text.append(f" {i.mode} ", style=self.get_component_rich_style(badge))
         parts = [("project", i.project if project else ""), ("cluster", i.cluster),
@@ -125,9 +162,9 @@ class WizardHeader(Widget):
                 text.append(value, style="bold")
         return text
 
-    def _cost(self, rate: bool) -> str:
+    def _cost(self, rate: str) -> str:
         """"$1,234 est ($324/h)"; with a line that exists and has no price, "+?" after the total
-        and "n unpriced" after the rate (Start and Teardown name those lines)."""
+        and (`rate` "full") "n unpriced" after the rate (Start and Teardown name those lines)."""
         c = self.info.cost
         if c is None or (c.per_hour <= 0 and not c.unpriced):
             return ""
@@ -135,7 +172,7 @@ class WizardHeader(Widget):
         total = f"{money(c.total(self.info.now), c.currency)}{more} est"
         if not rate:
             return total
-        unpriced = f", {len(c.unpriced)} unpriced" if c.unpriced else ""
+        unpriced = f", {len(c.unpriced)} unpriced" if c.unpriced and rate == "full" else ""
         return f"{total} ({money(c.per_hour, c.currency)}/h{unpriced})"
 
     COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}

@@ -3,7 +3,9 @@
 The pane protocol: a widget that can be opened full-screen or copied defines
 `pane_text() -> tuple[str, list[str]] | None` (a title and its lines; None: nothing to show
 yet), and may set `PANE_AT_END = True` to open scrolled to its newest line (a log).
-`WizardScreen` (screens/base.py) finds the focused widget's nearest such ancestor.
+`WizardScreen` (screens/base.py) finds the focused widget's nearest such ancestor. A pane
+may also say where to open, `pane_line() -> (line, row) | None`: that line (a search match,
+marked) on that row of the view, as the pane showed it.
 
 Copying uses `App.copy_to_clipboard`, which writes OSC 52 (`ESC ] 52 ; c ; <base64> BEL`,
 textual 8.2.8 app.py) and keeps the text in `app.clipboard`. Terminals cap an escape
@@ -90,13 +92,17 @@ class WrappedLines(ScrollView, can_focus=True):
     """Lines wrapped at the view's width, laid out lazily; scroll keys, wheel, selection."""
 
     ALLOW_SELECT = True
+    COMPONENT_CLASSES = {"wrapped--current"}
     DEFAULT_CSS = """
     WrappedLines { overflow-x: hidden; overflow-y: scroll; background: $surface; }
+    WrappedLines > .wrapped--current { background: $accent; color: $text; text-style: bold; }
     """
 
-    def __init__(self, lines: list[str], *, at_end: bool = False, **kwargs) -> None:
+    def __init__(self, lines: list[str], *, at_end: bool = False,
+                 at_line: tuple[int, int] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.at_end = at_end                # first shown at the last line
+        self.at_line = at_line              # or at this (line, row in view), the line marked
         self.lines = [Log._process_line(line) for line in lines]  # tabs, control codes
         self._cells = [cell_len(line) for line in self.lines]
         self._wrap_width = 0
@@ -118,7 +124,12 @@ class WrappedLines(ScrollView, can_focus=True):
         heights = [max(1, -(-cells // width)) for cells in self._cells]
         self._starts = [0, *accumulate(heights)]
         self.virtual_size = Size(width, self._starts[-1] if self.lines else 0)
-        if first and self.at_end:
+        if first and self.at_line is not None and self.lines:
+            line, row = self.at_line
+            line = max(0, min(line, len(self.lines) - 1))
+            top = self._starts[line] - min(row, max(0, self.scrollable_content_region.height - 1))
+            self.scroll_to(y=max(0, top), animate=False, immediate=True)
+        elif first and self.at_end:
             self.scroll_end(animate=False, immediate=True)
         else:
             self.scroll_to(y=self._starts[top_line], animate=False, immediate=True)
@@ -145,6 +156,8 @@ class WrappedLines(ScrollView, can_focus=True):
         line = self.lines[index]
         text = Text(line, no_wrap=True)
         text.stylize(self.rich_style)
+        if self.at_line is not None and index == self.at_line[0]:
+            text.stylize(self.get_component_rich_style("wrapped--current"))
         if selection is not None and (span := selection.get_span(index)) is not None:
             start, end = span
             text.stylize(self.screen.get_component_rich_style("screen--selection"), start,
@@ -190,11 +203,13 @@ class FullView(ModalScreen[None], DrawsInputNow):
         Binding("end,ctrl+end,G", "bottom", "last line", show=False),
     ]
 
-    def __init__(self, title: str, lines: list[str], *, at_end: bool = False) -> None:
+    def __init__(self, title: str, lines: list[str], *, at_end: bool = False,
+                 at_line: tuple[int, int] | None = None) -> None:
         super().__init__()
         self.pane_title = title
         self.lines = lines
         self.at_end = at_end
+        self.at_line = at_line
 
     def compose(self) -> ComposeResult:
         count = f"{len(self.lines):,} line{'s' if len(self.lines) != 1 else ''}"
@@ -202,7 +217,8 @@ class FullView(ModalScreen[None], DrawsInputNow):
                             ("esc", "bold"), (" or ", "dim"), ("q", "bold"), (" close · ", "dim"),
                             ("ctrl+y", "bold"), (" copy", "dim"))
         yield Static(bar, id="fullview-title")
-        yield WrappedLines(self.lines, at_end=self.at_end, id="fullview-text")
+        yield WrappedLines(self.lines, at_end=self.at_end, at_line=self.at_line,
+                           id="fullview-text")
         yield KeyBar()
 
     @property

@@ -2,7 +2,8 @@
 
 The screen's own keys come first, in the order the screen binds them; help, quit and the
 palette sit at the right and stay there at any width, because a key the user cannot find is
-the one they need. When the line is too narrow, the screen's keys are dropped from its end.
+the one they need. When the line is too narrow, the screen's keys first lose the word that
+names what the screen is about ("save env.sh" on Configure: "save"), then drop from its end.
 Order: the focused widget's and the screen's own keys, then the two every pane has (full
 screen, copy), then the app's ([ ] prev/next). A click on a hint presses its key, as Footer's do.
 """
@@ -19,6 +20,15 @@ PINNED = ("help", "quit")   # actions always shown, before the palette
 # Every pane has these two (screens/base.py): they give way to the screen's own keys.
 GENERIC_ACTIONS = ("full_screen", "copy_pane")
 GAP = "  "
+# A description's last word that the screen itself says ("save env.sh" on Configure): it is
+# left out when that lets more of the screen's keys fit.
+CONTEXT_WORDS = frozenset({"env.sh", "log", "parameters", "step", "pod", "watching"})
+
+
+def compact(description: str) -> str:
+    """"save env.sh" -> "save"; a description without such a last word stays whole."""
+    first, _, last = description.rpartition(" ")
+    return first if first and last in CONTEXT_WORDS else description
 
 
 class Hint(NamedTuple):
@@ -90,11 +100,11 @@ class KeyBar(Widget):
         while right and self._width(right, palette) + 1 > width:
             right.pop(0)
         room = width - self._width(right, palette) - 1
-        shown: list[Hint] = []
-        for hint in left:
-            if self._width([*shown, hint], None) > room:
-                break
-            shown.append(hint)
+        shown = self._fitting(left, room)
+        if len(shown) < len(left):
+            tight = self._fitting([h._replace(description=compact(h.description)) for h in left],
+                                  room)
+            shown = tight if len(tight) > len(shown) else shown
         text = Text(" ", end="", no_wrap=True)
         for hint in shown:
             self._append(text, hint)
@@ -105,6 +115,15 @@ class KeyBar(Widget):
             self._append(text, hint)
         text.stylize_before(self.rich_style)
         return text
+
+    def _fitting(self, hints: list[Hint], room: int) -> list[Hint]:
+        """The hints from the start that fit in `room` columns."""
+        shown: list[Hint] = []
+        for hint in hints:
+            if self._width([*shown, hint], None) > room:
+                break
+            shown.append(hint)
+        return shown
 
     @staticmethod
     def _width(hints: list[Hint], palette: Hint | None) -> int:

@@ -42,6 +42,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from ..joblog import terminal_lines
+from ..words import count
 from .stripbar import filtered, plain_box, strip_scrollbar
 
 MAX_LINES = 10_000
@@ -451,6 +452,18 @@ class JobLogPane(Vertical):
             return None
         return "Job log", lines
 
+    def pane_line(self) -> tuple[int, int] | None:
+        """Where full-screen opens (the pane protocol): the search's current match, else the
+        top line while paused, as (index in pane_text's lines, its row in the pane); None
+        while following (the newest line)."""
+        log = self.log_widget
+        top = int(log.scroll_y)
+        index = log.current if log.current is not None else None if log.following else top
+        if index is None:
+            return None
+        dropped = max(0, len(log.lines) + len(log.pending) - self._max_lines)
+        return (index - dropped, max(0, index - top)) if index >= dropped else None
+
     def write_lines(self, lines: list[str]) -> None:
         """A batch from the app's `log_lines` signal; batches within one frame are written once."""
         self.received += len(lines)
@@ -555,7 +568,8 @@ class JobLogPane(Vertical):
             parts = [[("following", "bold")]]
         elif log.unseen:
             new, hint = f"paused — {log.unseen:,} new", ("  end: follow", "dim")
-            parts = [[(new + " lines", "bold reverse"), hint], [(new, "bold reverse"), hint],
+            lines = f"paused — {count(log.unseen, 'new line')}"
+            parts = [[(lines, "bold reverse"), hint], [(new, "bold reverse"), hint],
                      [(new, "bold reverse")], [("paused", "bold reverse")]]
         else:
             parts = [[("paused", "bold reverse"), ("  end: follow", "dim")],
@@ -563,6 +577,6 @@ class JobLogPane(Vertical):
         if log.query_text:
             where = f"line {log.current + 1}" if log.current is not None else "no match"
             matches = self.matches
-            found = (f"{matches} match{'es' if matches != 1 else ''} · {where}  ", "bold")
+            found = (f"{count(matches, 'match', 'matches')} · {where}  ", "bold")
             parts = [[found, *variant] for variant in parts]
         return [Text.assemble(*variant) for variant in parts]

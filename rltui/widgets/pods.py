@@ -8,7 +8,8 @@ only: a long run with many preemptions must not fill the table). A pod deleted t
 way leaves the table.
 
 Columns drop by priority as the table narrows: NAME, PHASE, R and AGE always; then NODE (a
-short suffix; the whole name once there is room, and always in describe), TYPE, GPU, CPU.
+short suffix; more of its end, then the whole name, once NAME is whole; always whole in
+describe), TYPE, GPU, CPU.
 Keys (k9s): enter or `l` logs, `d` describe, ctrl+d delete (the screen confirms first).
 """
 
@@ -56,7 +57,14 @@ def layout(width: int, padding: int, node_len: int, name_len: int = 0) -> dict[s
         elif extra == "NODE+":
             if "NODE" not in cols or node_len <= NODE_SHORT:
                 continue
+            # NAME (what the keys act on) stays whole first: NODE gets what is left, the
+            # end of its name (every node of a pool shares the start).
             trial["NODE"] = node_len
+            short = name_len - room(trial)
+            if short > 0:
+                trial["NODE"] = node_len - short
+                if trial["NODE"] <= NODE_SHORT:
+                    continue
         elif extra == "PHASE+":
             trial["PHASE"] = PHASE_WIDE
             if room(trial) < name_len:
@@ -238,11 +246,11 @@ class PodsTable(DataTable):
                 "pods--waiting" if row.phase in WAITING else "pods--failed")
         name = self._short(row.name)
         w = self._widths
-        node = row.node or "-"
-        if w.get("NODE", 0) < len(node):
-            node = row.node.rsplit("-", 1)[-1] if row.node else "-"
+        node, node_w = row.node or "-", w.get("NODE", NODE_SHORT)
+        if len(node) > node_w and node_w <= NODE_SHORT:   # a short column: the node's suffix
+            node = node.rsplit("-", 1)[-1]
         values = {"NAME": tail(name, w["NAME"]), "TYPE": row.type or "-",
-                  "NODE": tail(node, w.get("NODE", NODE_SHORT)),
+                  "NODE": tail(node, node_w),
                   "PHASE": phase if len(phase) <= w["PHASE"] else phase[:w["PHASE"] - 1] + "…",
                   "GPU": row.gpu or "-", "CPU": row.cpu or "-", "R": str(row.restarts),
                   "AGE": age_text(row.age_s)}

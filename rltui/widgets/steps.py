@@ -318,6 +318,10 @@ class StepsView(Widget, can_focus=True):
     def _times(elapsed: float, expected: float) -> str:
         return f"{fmt_s(elapsed)} / {fmt_s(expected)}" if expected > 0 else fmt_s(elapsed)
 
+    def note_fits(self, message: str) -> bool:
+        """Whether a running step's note shows whole under its row (else the detail has it)."""
+        return len(message) <= max(self.size.width, 40) - 6
+
     def _note(self, message: str, width: int, tone: str) -> Text:
         room = width - 6
         text = message if len(message) <= room else message[: room - 1] + "…"

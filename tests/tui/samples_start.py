@@ -6,7 +6,7 @@ from rltui.plan.inventory import Resource
 from rltui.session import Check, ConfigState
 
 CHECKS = [
-    Check("env.sh", True, "/home/user/rl-demo/env.sh"),
+    Check("env.sh", True, "valid, in /home/user/rl-demo"),
     Check("gcloud auth", True, "engineer@example.com"),
     Check("Application Default Credentials", False, "no credentials found",
           "gcloud auth application-default login"),

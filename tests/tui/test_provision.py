@@ -376,3 +376,64 @@ async def test_ctrl_y_copies_the_equivalent_command_and_ctrl_o_shows_output_and_
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen
+
+
+# --- what a probe's answer reads like: no class names; the whole message in the detail -------
+
+PEERING_ERROR = ("list peerings: the service networking API answered 403 PERMISSION_DENIED on "
+                 "project team-rl-sandbox-42: enable servicenetworking.googleapis.com, then "
+                 "check again (ctrl+u)")
+XPK_DETAIL = ("RUNNING, not labelled yet: rltui labels the cluster on the next run (ctrl+r) "
+              "once xpk's node pools are all RUNNING")
+
+
+class _Answers(_Made):
+    """A step whose probe answers with `detail` (exists, not ready) or fails with `error`."""
+
+    def __init__(self, name: str, title: str, *, detail: str = "",
+                 error: Exception | None = None) -> None:
+        super().__init__(name, title)
+        self.detail, self.error = detail, error
+
+    async def probe(self, ctx) -> Probe:
+        if self.error is not None:
+            raise self.error
+        return Probe(exists=True, ready=False, detail=self.detail)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_probe_answers_read_without_class_names_and_whole_in_the_detail(
+        wizard_app, frozen_clock, size):
+    from rltui.cloud.errors import CloudError
+    from tests.tui.screentext import region_text, screen_text
+
+    steps = [_Answers("xpk", "xpk cluster create", detail=XPK_DETAIL),
+             _Answers("peering", "VPC peering",
+                      error=CloudError(PEERING_ERROR, transient=False, code="PermissionDenied"))]
+    runner = Runner(steps, None)
+    await runner.probe_all()
+    app = wizard_app()
+    async with app.run_test(size=size) as pilot:
+        screen = await _open(app, pilot, plan_view(runner))
+        for name, whole in (("xpk", f"exists, not ready yet: {XPK_DETAIL}"),
+                            ("peering", f"not known yet: {PEERING_ERROR}")):
+            screen.query_one(StepsView).select(name, by_user=True)
+            await pilot.pause()
+            text = screen_text(app)
+            assert "CloudError" not in text and "Error:" not in text, text
+            detail = region_text(app, screen.query_one("#output-title"))
+            assert _words(whole) in _words(detail), text   # the row shortens; the detail does not
+        # A run going: the running step's note is cut under its row, whole in the detail.
+        plan = plan_view(runner)
+        note = f"exists, not ready yet: {XPK_DETAIL}"
+        running = tuple(replace(v, state=S.RUNNING, message=note, elapsed_s=3.0)
+                        if v.name == "xpk" else v for v in plan.steps)
+        app.bus.plan.publish(replace(plan, steps=running, running=True))
+        screen.query_one(StepsView).select("xpk", by_user=True)
+        await pilot.pause()
+        detail = region_text(app, screen.query_one("#output-title"))
+        assert _words(note) in _words(detail), screen_text(app)

@@ -165,3 +165,53 @@ def test_leaks_are_no_deployment():
     assert deployment(leak_only) == []
     kinds = [r.kind for r in deployment(RESOURCES)]
     assert kinds == ["GKE cluster", "Lustre instance", "RayCluster"]
+
+
+# --- env.sh named once: the default path is "env.sh" itself -------------------------------------
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_env_sh_is_named_once_on_start_and_configure(size):
+    from dataclasses import replace
+
+    from tests.tui.samples_configure import codelab_state
+    from tests.tui.screentext import screen_lines
+
+    app = RecordingApp()
+    async with app.run_test(size=size) as pilot:
+        app.bus.config.publish(replace(CONFIG, env_path="env.sh"))   # `rltui` run beside it
+        await pilot.pause()
+        await pilot.pause()
+        lines = [line for line in screen_lines(app) if "env.sh" in line]
+        assert any("env.sh  ✓ valid" in line for line in lines), lines
+        assert all(line.count("env.sh") == 1 for line in lines), lines
+        await app.switch_mode("configure")
+        await pilot.pause()
+        app.bus.config.publish(replace(codelab_state(), env_path="env.sh"))
+        await pilot.pause()
+        await pilot.pause()
+        lines = [line for line in screen_lines(app) if "env.sh" in line and "^s" not in line]
+        assert lines and all(line.count("env.sh") == 1 for line in lines), lines
+
+
+async def test_the_preflight_row_of_env_sh_names_its_folder_not_the_name_again(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from rltui.config import Problem
+    from rltui.plan import preflight as pf
+
+    class Endpoints:   # what preflight() asks of the endpoints without a context
+        def subprocess_env(self) -> dict[str, str]:
+            return {"PATH": ""}
+
+        def xpk_gcloud_dir(self, env: dict[str, str]) -> Path:
+            return tmp_path
+
+    async def no_auth(endpoints: Any) -> list:
+        return []
+
+    monkeypatch.setattr(pf, "auth_checks", no_auth)
+    monkeypatch.chdir(tmp_path)
+    checks = await pf.preflight(Path("env.sh"), object(), [], Endpoints(), None)  # type: ignore[arg-type]
+    assert checks[0].name == "env.sh" and checks[0].detail == f"valid, in {tmp_path}"
+    one = await pf.preflight(Path("env.sh"), None, [Problem("ZONE", "bad")], Endpoints(), None)  # type: ignore[arg-type]
+    assert one[0].detail == "1 problem"
