@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
-from .widgets.chrome import CostInfo, HeaderInfo
+from .widgets.chrome import CostInfo, HeaderInfo, JobHeadline
 from .widgets.inputframe import INPUT_EVENTS
 
 if TYPE_CHECKING:
@@ -94,10 +94,10 @@ class RLTuiApp(App):
         self._log_buffer: list[str] = []
         self._step_records: dict[int, TrainingStep] = {}   # parsed, not yet published
         self._checkpoints: list[CheckpointEvent] = []
-        self._quit_warned = False
         self._saves: dict[int, Save] = {}   # the followed job's saves by step, as followed
         self._saves_changed = False         # since the last flush
         self._side_at = 0.0   # when steps and checkpoints were last published
+        self._job = JobHeadline(lambda job: self.set_header(job=job))   # the header's job
         self.input_at = float("-inf")   # the last key or click (widgets/inputframe.py)
 
     async def on_event(self, event: events.Event) -> None:
@@ -112,36 +112,27 @@ class RLTuiApp(App):
         self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
 
     async def action_quit(self) -> None:
-        """ctrl+q. While a detached xpk runs, or a form holds unsaved edits, the first press
-        says so; a second one (within the notice's 10 s) quits. Quitting never stops xpk."""
+        """ctrl+q. While a detached xpk runs, or a form holds unsaved edits, it asks first in a
+        modal that stays until answered (ctrl+q there quits). Quitting never stops xpk."""
+        from .screens.quit_prompt import QuitPrompt
+
         bg = self.session.background() if self.session is not None else None
         unsaved = self.unsaved_forms()
-        if (bg is not None or unsaved) and not self._quit_warned:
-            self._quit_warned = True
-            said = []
-            if unsaved:
-                said.append(f"unsaved edits on {' and '.join(unsaved)} (ctrl+s there saves them)")
-            if bg is not None:
-                said.append(f"{bg.described} keeps running in the background")
-            self.notify("; ".join(said) + ": quit (ctrl+q again) / stay (wait)", title="Quit?",
-                        severity="warning", timeout=10)
-            self.set_timer(10, self._unwarn)
+        if isinstance(self.screen, QuitPrompt) or (bg is None and not unsaved):
+            self.exit()
             return
-        self.exit()
+        self.push_screen(QuitPrompt(unsaved, bg.described if bg is not None else ""),
+                         lambda quit: self.exit() if quit else None)
+
+    def built_screen(self, mode: str) -> Screen | None:
+        """The mode's own screen if it was built yet (modes are built on first visit)."""
+        return next(iter(self._screen_stacks.get(mode, [])), None)
 
     def unsaved_forms(self) -> list[str]:
         """The form screens (Configure, Job) built so far that hold edits not yet saved."""
-        titles = {mode: title for mode, title in PAGES}
-        out = []
-        for mode in ("configure", "job"):
-            for screen in self._screen_stacks.get(mode, [])[:1]:
-                changes = getattr(screen, "changes", None)
-                if callable(changes) and changes():
-                    out.append(titles[mode])
-        return out
-
-    def _unwarn(self) -> None:
-        self._quit_warned = False
+        titles = dict(PAGES)
+        found = [(mode, getattr(self.built_screen(mode), "changes", None)) for mode in ("configure", "job")]
+        return [titles[mode] for mode, changes in found if callable(changes) and changes()]
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
@@ -185,6 +176,9 @@ class RLTuiApp(App):
 
     def on_mount(self) -> None:
         self.set_interval(LOG_FLUSH_S, self._flush_logs)
+        # The header's job from the topics the screens read: the newest answer wins for all.
+        self.bus.job_status.subscribe(self, self._job.status)
+        self.bus.step_records.subscribe(self, self._job.records)
         if self.session is None:
             return
         # Once the first frame is out (issue 13): the worker's imports would hold the GIL.
@@ -376,7 +370,6 @@ class RLTuiApp(App):
             topic.history.clear()
         self._saves, self._saves_changed = {}, False
         self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
-        self.set_header(job="PENDING" if job_id else "")
         self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
                                      "reset": True})
 
@@ -441,9 +434,8 @@ class RLTuiApp(App):
         self._saves, self._saves_changed = {}, False  # this follow's: its worker sends changes
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
         self.poll_run()
-        final, last = await self.session.follow_job(on_update)
+        final, _last = await self.session.follow_job(on_update)
         self._flush_logs(final=True)
-        self.set_header(job=f"{final} {last.step}/{last.total_steps}" if last else final)
         self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
 
     @work(exclusive=True, group="run", exit_on_error=False)
@@ -484,9 +476,7 @@ class RLTuiApp(App):
             self._side_at = now
         if self._step_records:
             records, self._step_records = list(self._step_records.values()), {}
-            self.bus.step_records.publish(records)
-            last = records[-1]
-            self.set_header(job=f"RUNNING {last.step}/{last.total_steps}")
+            self.bus.step_records.publish(records)   # the header follows (JobHeadline)
         if self._checkpoints:
             checkpoints, self._checkpoints = self._checkpoints, []
             self.bus.checkpoints.publish(checkpoints)
@@ -535,9 +525,23 @@ class RLTuiApp(App):
         self.workers.cancel_group(self, "pod_log")
 
     @work(exclusive=True, group="describe", exit_on_error=False)
-    async def describe_pod(self, name: str, sink: Callable[[Any, list[Any]], Any]) -> None:
-        if self.session is not None:
-            sink(*await self.session.describe_pod(name))
+    async def describe_pod(self, name: str, sink: Callable[[Any, list[Any]], Any],
+                           failed: Callable[[str], Any]) -> None:
+        """Feed `sink` the pod and its Events, or `failed` what went wrong; a call left
+        unanswered is cancelled after poddetail's bound (its modal says so by then)."""
+        from .widgets import poddetail
+
+        if self.session is None:
+            return
+        try:
+            async with asyncio.timeout(poddetail.ANSWER_WITHIN_S) as bound:
+                answer = await self.session.describe_pod(name)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and bound.expired():
+                return
+            failed(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+            raise
+        sink(*answer)
 
     @work(group="delete pod", exit_on_error=False)
     async def delete_pod(self, name: str) -> None:

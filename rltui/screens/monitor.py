@@ -64,6 +64,13 @@ class RecentEvents(Widget, can_focus=True):
         self.prefix = ""   # "<cluster>-": left out of object names, as in the pods table
         self.events: list[dict] = []
 
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)  # ages move on, as the pods table's do
+
+    def _tick(self) -> None:
+        if self.events:  # drawn again against the clock; the API is not asked again
+            self.refresh()
+
     def set_events(self, events: list[dict]) -> None:
         dated = sorted(events, key=lambda e: _when(e) or 0.0, reverse=True)
         self.events = dated[:RECENT_EVENTS]
@@ -270,7 +277,7 @@ class MonitorScreen(WizardScreen):
         elif verb == "describe":
             described = PodDescribeView(row.name, now=lambda: self.now())
             self.wizard.push_screen(described)
-            self.wizard.describe_pod(row.name, described.show)
+            self.wizard.describe_pod(row.name, described.show, described.failed)
         elif verb == "delete":
             def confirmed(yes: bool | None) -> None:
                 if yes:

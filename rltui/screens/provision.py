@@ -239,7 +239,10 @@ class ProvisionScreen(WizardScreen):
             what = "took" if view.elapsed_s > 0 else "expected"
             here = fmt_s(shown) if shown >= 1 else "under a second"
             head += f"  {what} {here} here ~ {gke} on GKE"
-        if view.message and view.state not in (*ACTIVE, S.DONE, S.DESTROYED):
+        # A row cuts a long message: here it is whole (a running step's too, when its note
+        # under the row is cut: "exists, not ready yet: ..." says what the run waits for).
+        if view.message and view.state not in (S.DONE, S.DESTROYED) and \
+                (view.state not in ACTIVE or not steps.note_fits(view.message)):
             head += f"\n{view.message}"
         title.update(head)
         title.set_class(view.state in (S.FAILED, S.BLOCKED), "failed")
@@ -285,14 +288,32 @@ class ProvisionScreen(WizardScreen):
         """Run, or retry after a failure: every run re-probes and continues."""
         if self.plan is None or self.plan.running:
             return
-        self.wizard.start_provision()
+        self._start()
 
     def action_skip(self) -> None:
         """Run without the selected step: it and every step that needs it are left out."""
         name = self.query_one(StepsView).selected
         if self.plan is None or self.plan.running or name is None:
             return
-        self.wizard.start_provision(skip=frozenset({name}))
+        self._start(skip=frozenset({name}))
+
+    def _start(self, **run: frozenset[str]) -> None:
+        """Start the run; with unsaved Configure edits only once the user chose: a run
+        provisions what env.sh holds, which silently was not what the form showed."""
+        from .configure import ConfigureScreen
+        from .run_prompt import RUN_SAVED, SAVE_AND_RUN, RunWithUnsavedEdits
+
+        form = self.wizard.built_screen("configure")
+        edits = list(form.changes()) if isinstance(form, ConfigureScreen) else []
+        if not isinstance(form, ConfigureScreen) or not edits:
+            self.wizard.start_provision(**run)
+            return
+
+        def answered(answer: str | None) -> None:
+            if answer == RUN_SAVED or (answer == SAVE_AND_RUN and form.action_save()):
+                self.wizard.start_provision(**run)
+
+        self.app.push_screen(RunWithUnsavedEdits(edits, form.problems()), answered)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "run":

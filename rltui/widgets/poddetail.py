@@ -19,10 +19,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, RichLog, Static
 
 from ..plan.pods import describe_lines
+from ..words import count
 from .inputframe import DrawsInputNow
 
 LOG_KEEP = 5000      # lines a pod's log view keeps (the oldest go)
 FLUSH_S = 0.1        # batched writes: a chatty pod must not cost a repaint per chunk
+ANSWER_WITHIN_S = 15.0   # describe's two short requests: no answer by then is none (it says so)
+RETRY_HINT = "Escape, then d: ask again"
 
 MODAL_CSS = """
 {cls} {{ align: center middle; background: $background 60%; }}
@@ -88,7 +91,7 @@ class PodLogView(ModalScreen[None], DrawsInputNow):
             log = self.query_one(RichLog)
             for line in batch:
                 log.write(Text(line))
-        state = f"{len(self.lines)} lines · " + (self.ended or "following")
+        state = f"{count(len(self.lines), 'line')} · " + (self.ended or "following")
         self.query_one("#pod-log-state", Static).update(state)
 
     def action_follow(self) -> None:
@@ -103,7 +106,8 @@ class PodLogView(ModalScreen[None], DrawsInputNow):
 
 
 class PodDescribeView(ModalScreen[None], DrawsInputNow):
-    """`kubectl describe pod` for one pod: what the API answered, with its Events."""
+    """`kubectl describe pod` for one pod: what the API answered, with its Events, or why
+    there is no answer (an error, or none within ANSWER_WITHIN_S) and how to ask again."""
 
     DEFAULT_CSS = MODAL_CSS.format(cls="PodDescribeView") + """
     PodDescribeView VerticalScroll { height: 1fr; }
@@ -115,13 +119,32 @@ class PodDescribeView(ModalScreen[None], DrawsInputNow):
         self.pod = pod
         self.now = now
         self.lines: list[str] = []
+        self.error = ""   # why no answer is shown ("" while asking, or once answered)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text.assemble(("Describe  ", "bold"), self.pod), classes="modal-title")
             with VerticalScroll():
-                yield Static("asking the API…", id="pod-describe")
+                yield Static(self._content(), id="pod-describe")
             yield Static("Escape closes", classes="modal-hint")
+
+    def on_mount(self) -> None:
+        self._draw()  # an answer that came between compose and mount
+        self.set_timer(ANSWER_WITHIN_S, self._no_answer)
+
+    def _content(self) -> Text:
+        if self.lines:
+            return Text("\n".join(self.lines))
+        if self.error:
+            return Text.assemble((f"describe failed: {self.error}", "bold red"), "\n\n",
+                                 (RETRY_HINT, "dim"))
+        return Text("asking the API…")
+
+    def _draw(self) -> None:
+        # The answer can come before this modal mounted (a fast API, a busy wizard): compose
+        # and on_mount draw what came, so no is_mounted check may drop it.
+        for static in self.query("#pod-describe").results(Static):
+            static.update(self._content())
 
     def show(self, pod: dict | None, events: list[dict]) -> None:
         """The pod as the API returned it (None: it no longer exists) and its Events."""
@@ -131,11 +154,24 @@ class PodDescribeView(ModalScreen[None], DrawsInputNow):
                           *lines[lines.index("Events:"):]]
         else:
             self.lines = describe_lines(pod, events, now=self.now())
-        if self.is_mounted:
-            self.query_one("#pod-describe", Static).update(Text("\n".join(self.lines)))
+        self.error = ""
+        self._draw()
+
+    def failed(self, error: str) -> None:
+        """The API refused (its words) or did not answer: said here, with how to ask again."""
+        if not self.lines:
+            self.error = error
+            self._draw()
+
+    def _no_answer(self) -> None:
+        if not self.error:  # an error the API sent stays: it says more
+            self.failed(f"no answer from the API within {ANSWER_WITHIN_S:g} s")
 
     def pane_text(self) -> tuple[str, list[str]] | None:
-        return (f"describe {self.pod}", list(self.lines)) if self.lines else None
+        if self.lines:
+            return f"describe {self.pod}", list(self.lines)
+        return (f"describe {self.pod}", [f"describe failed: {self.error}", RETRY_HINT]) \
+            if self.error else None
 
 
 class ConfirmDeletePod(ModalScreen[bool], DrawsInputNow):

@@ -1,6 +1,6 @@
 """The wizard and a detached xpk (cloud/detached.py) it did not start: on start it resumes that
-operation on the Provision screen and says it re-attached; ctrl+q asks once, a second ctrl+q
-quits, and quitting leaves the process running.
+operation on the Provision screen and says it re-attached; ctrl+q asks in a modal that stays
+until answered, ctrl+q there quits, and quitting leaves the process running.
 
 A real Session on the shared sandbox, a project of its own; the "xpk" is a real process named
 xpk with xpk's argv that only sleeps (the step re-attaches to it by PID; it never asks the cloud).
@@ -21,6 +21,7 @@ from rltui.app import RLTuiApp
 from rltui.cloud.detached import Detached, is_live
 from rltui.cloud.endpoints import Endpoints
 from rltui.plan.folders import state_root, xpk_subdir
+from rltui.screens.quit_prompt import QuitPrompt
 from rltui.session import Session
 from rltui.widgets.chrome import HeaderInfo
 
@@ -66,13 +67,13 @@ async def test_the_wizard_resumes_a_detached_create_and_quits_only_on_the_second
             note = f"re-attaching to xpk cluster create (PID {rec.pid}, running since"
             await wait_until(lambda: any(note in (getattr(e, "message", "") or "")
                                          for e in app.bus.run_event.history), timeout=60)
-            app.clear_notifications()
             await pilot.press("ctrl+q")
             await pilot.pause()
-            asked = [n.message for n in app._notifications]
-            assert any(f"xpk cluster create (PID {rec.pid}" in m and "keeps running in the"
-                       " background" in m for m in asked), asked
-            assert app.is_running, "the first ctrl+q only asks"
+            assert isinstance(app.screen, QuitPrompt), "the first ctrl+q only asks"
+            asked = " ".join(app.screen.text().plain.split())
+            assert f"xpk cluster create (PID {rec.pid}" in asked and \
+                "keeps running in the background" in asked, asked
+            assert app.is_running
             await pilot.press("ctrl+q")
             await pilot.pause()
         assert not app.is_running
@@ -123,9 +124,7 @@ def test_in_a_real_terminal_quitting_with_xpk_running_prints_no_traceback(sandbo
         screen_with("re-attached to xpk")
         screen_with("re-attaching to xpk cluster create", timeout=60)
         tmux("send-keys", "-t", name, "C-q")
-        # The toast's title: its message ("... keeps running in the background: quit ...") wraps
-        # inside the toast wherever the PID and time put the line ends.
-        screen_with("Quit?")
+        screen_with("Quit rltui?", "q or ctrl+q: quit")   # the modal, its keys shown
         tmux("send-keys", "-t", name, "C-q")
         deadline = time.monotonic() + 15
         while tmux("display-message", "-p", "-t", name, "#{pane_dead}").strip() != "1":

@@ -1,0 +1,70 @@
+"""Asked on ctrl+q while quitting would leave something behind: a detached xpk that keeps
+running (quitting never stops it; reopening resumes watching it) or forms with unsaved edits.
+
+A modal, not a toast: a timed notice vanished before it was read, and the ctrl+q after it
+asked again. It stays until answered; ctrl+q there quits (the app's binding), so pressing it
+twice still quits at once.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from ..widgets.inputframe import DrawsInputNow
+
+
+class QuitPrompt(ModalScreen[bool], DrawsInputNow):
+    """Quit (q, ctrl+q) or stay (s, Escape, and the button focused first: the safe answer)."""
+
+    DEFAULT_CSS = """
+    QuitPrompt { align: center middle; background: $background 60%; }
+    QuitPrompt > Vertical {
+        width: 100%; max-width: 76; height: auto; border: round $warning; background: $surface;
+        padding: 0 1;
+    }
+    QuitPrompt #quit-text { height: auto; margin: 0 0 1 0; }
+    QuitPrompt Horizontal { height: auto; }
+    QuitPrompt Button { margin: 0 2 0 0; }
+    """
+    BINDINGS = [Binding("escape,s", "answer(False)", "stay"),
+                Binding("q", "answer(True)", "quit")]
+
+    def __init__(self, unsaved: list[str], background: str = "") -> None:
+        super().__init__()
+        self.unsaved = unsaved          # the form screens' titles ("Configure", "Job")
+        self.background = background    # what keeps running, e.g. "xpk cluster create (PID …)"
+
+    def text(self) -> Text:
+        out = Text("Quit rltui?\n\n", style="bold")
+        if self.unsaved:
+            out.append(f"• unsaved edits on {' and '.join(self.unsaved)}", style="bold")
+            out.append(" (ctrl+s there saves them): quitting drops them\n")
+        if self.background:
+            out.append(f"• {self.background} keeps running in the background", style="bold")
+            out.append(": reopening rltui resumes watching it\n")
+        out.append("\nq or ctrl+q: quit · s or Escape: stay", style="dim")
+        return out
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-box"):
+            yield Static(self.text(), id="quit-text")
+            with Horizontal():
+                yield Button("Stay  s / Esc", id="quit-stay", variant="primary", compact=True)
+                yield Button("Quit  q / ctrl+q", id="quit-yes", variant="error", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#quit-stay", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "quit-yes")
+
+    def action_answer(self, quit: bool) -> None:
+        self.dismiss(quit)
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        return "quit", self.text().plain.splitlines()

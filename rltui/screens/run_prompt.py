@@ -1,0 +1,83 @@
+"""Asked before a Provision run while Configure holds unsaved edits: a run provisions what
+env.sh holds, so running then used the old values without a word. Save and run (only while
+the form is valid; otherwise it names what to fix), run the saved env.sh, or cancel.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from ..widgets.inputframe import DrawsInputNow
+
+SAVE_AND_RUN, RUN_SAVED = "save", "saved"
+
+
+class RunWithUnsavedEdits(ModalScreen[str | None], DrawsInputNow):
+    """Save and run (s), run the saved env.sh (r), or cancel (Escape). Dismissed with
+    "save", "saved" or None. Save and run is off while a field has a problem."""
+
+    DEFAULT_CSS = """
+    RunWithUnsavedEdits { align: center middle; background: $background 60%; }
+    RunWithUnsavedEdits > Vertical {
+        width: 100%; max-width: 76; height: auto; border: round $warning; background: $surface;
+        padding: 0 1;
+    }
+    RunWithUnsavedEdits #run-prompt-text { height: auto; margin: 0 0 1 0; }
+    RunWithUnsavedEdits Horizontal { height: auto; }
+    RunWithUnsavedEdits Button { margin: 0 2 0 0; }
+    """
+    BINDINGS = [Binding("escape", "answer(None)", "cancel"),
+                Binding("s", "answer('save')", "save and run", show=False),
+                Binding("r", "answer('saved')", "run the saved env.sh", show=False)]
+
+    def __init__(self, edits: list[str], problems: list[str]) -> None:
+        super().__init__()
+        self.edits = edits          # the Configure fields that differ from env.sh
+        self.problems = problems    # the fields whose values would not save
+
+    def _why_not_saved(self) -> str:
+        count = len(self.problems)
+        return (f"{count} problem{'s' if count != 1 else ''} on Configure "
+                f"({', '.join(self.problems)}): fix {'them' if count != 1 else 'it'} there (F3)")
+
+    def text(self) -> Text:
+        count = len(self.edits)
+        out = Text.assemble((f"{count} unsaved change{'s' if count != 1 else ''} on Configure", "bold"),
+                            f" ({', '.join(self.edits)}).\n",
+                            "A run provisions what env.sh holds, not what the form shows.\n\n")
+        if self.problems:
+            out.append(f"Save and run is off: {self._why_not_saved()}.\n", style="yellow")
+        out.append("Run the saved env.sh: the edits stay on Configure, unsaved.\n")
+        out.append("\ns: save and run · r: run the saved env.sh · Escape: cancel", style="dim")
+        return out
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="run-prompt-box"):
+            yield Static(self.text(), id="run-prompt-text")
+            with Horizontal():
+                yield Button("Save and run  s", id="run-save", variant="primary", compact=True,
+                             disabled=bool(self.problems))
+                yield Button("Run saved env.sh  r", id="run-saved", compact=True)
+                yield Button("Cancel  Esc", id="run-cancel", compact=True)
+
+    def on_mount(self) -> None:
+        # Cancel first while saving is off: running the old values is not the default.
+        self.query_one("#run-cancel" if self.problems else "#run-save", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss({"run-save": SAVE_AND_RUN, "run-saved": RUN_SAVED}.get(event.button.id or ""))
+
+    def action_answer(self, answer: str | None) -> None:
+        if answer == SAVE_AND_RUN and self.problems:
+            self.notify(f"Not saved: {self._why_not_saved()}", title="Save and run",
+                        severity="warning")
+            return
+        self.dismiss(answer)
+
+    def pane_text(self) -> tuple[str, list[str]] | None:
+        return "run with unsaved edits", self.text().plain.splitlines()
