@@ -8,7 +8,7 @@ appear in repr, str, problems or exceptions.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,7 @@ MODEL_PARALLEL_SIZE = 4 * 4 * 1
 class Problem:
     field: str
     message: str
+    meant: str = ""  # a misspelt variable's: the known one it is a small edit from
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -453,14 +454,42 @@ def _message(err: Mapping[str, Any]) -> str:
     return msg
 
 
+def unknown_variables(names: Iterable[str]) -> tuple[list[Problem], list[str]]:
+    """env.sh's variables that rltui does not read: a problem for each that is a small edit from
+    one it reads (a misspelling, which would leave that one at its default unnoticed), and the
+    names of the others (the user's own: a warning at most); envfile.misspelling says which."""
+    from .envfile import misspelling
+
+    misspelt: list[Problem] = []
+    others: list[str] = []
+    for name in dict.fromkeys(n for n in names if n not in ALIASES):
+        if near := misspelling(name, ENV_FIELDS):
+            misspelt.append(Problem(name, f"unknown; did you mean {near}?", meant=near))
+        else:
+            others.append(name)
+    return misspelt, others
+
+
 def parse_config(values: Mapping[str, Any]) -> RLConfig:
     """Build the config from env.sh-style values; raise ConfigError naming every bad field.
 
     Every problem at once: pydantic reports each field's own rule together; then the fields
     that failed are set aside (their defaults stand in) and the rules across fields run on
     the rest, so LUSTRE_CAPACITY's tier is checked even while CLUSTER_NAME is wrong.
-    Unknown keys are ignored (env.sh may hold the user's own variables).
+    Unknown keys are ignored (env.sh may hold the user's own variables), except a misspelling
+    of a known one (unknown_variables), listed first.
     """
+    misspelt = unknown_variables(values)[0]
+    try:
+        cfg = _parse_known(values)
+    except ConfigError as exc:
+        raise ConfigError(misspelt + exc.problems) from None
+    if misspelt:
+        raise ConfigError(misspelt)
+    return cfg
+
+
+def _parse_known(values: Mapping[str, Any]) -> RLConfig:
     known = {k: v for k, v in values.items() if k in ALIASES}
     problems: list[Problem] = []
     if not str(known.get("PROJECT_ID", "")).strip():
@@ -547,8 +576,16 @@ def check_field(name: str, value: str, others: Mapping[str, str] | None = None) 
         parse_config(values)
     except ConfigError as exc:
         mine = [p.message for p in exc.problems if p.field == name]
+        mine += [m for m in [misspelling_of(name, values)] if m]
         return "; ".join(mine) if mine else None   # every problem of the field, at once
     return None
+
+
+def misspelling_of(name: str, values: Mapping[str, Any]) -> str | None:
+    """The message for a form field whose variable env.sh misspells, else None (a field the
+    form leaves empty on purpose, e.g. a secret kept from env.sh, still shows it)."""
+    return "; ".join(f"env.sh sets {p.field}: unknown; did you mean {name}? (rename it in env.sh)"
+                     for p in unknown_variables(values)[0] if p.meant == name) or None
 
 
 def submit_problems(cfg: RLConfig, downloads_models: bool = True) -> list[Problem]:

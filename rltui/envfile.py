@@ -292,6 +292,41 @@ class EnvFile:
         return write_private(Path(path), self.render())
 
 
+# Set by a shell or a tool, and so possibly exported by an env.sh for itself: never taken for a
+# misspelling of a variable rltui reads (HOME is two edits from ZONE).
+SHELL_VARIABLES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TERM", "LANG", "LANGUAGE", "TZ",
+    "TMPDIR", "EDITOR", "VISUAL", "PAGER", "HOSTNAME", "DISPLAY", "MAIL", "PS1", "PS2", "IFS",
+    "KUBECONFIG", "PYTHONPATH", "VIRTUAL_ENV", "HF_HOME", "RAY_ADDRESS"})
+SHELL_PREFIXES = ("LC_", "XDG_", "CLOUDSDK_", "GOOGLE_", "BASH", "HIST", "RAY_AUTH_")
+
+
+def edits(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (optimal string alignment): insertions, deletions,
+    substitutions and swaps of two neighbours, one edit each."""
+    before: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], before[j - 2] + 1)
+        before, prev = prev, cur
+    return prev[-1]
+
+
+def misspelling(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` misspells: the nearest within two edits (one for names of up to
+    five letters: ZONE), case counting as in the shell; None for a known name, a shell's
+    variable, or one further from all."""
+    known = tuple(known)
+    if name in known or name in SHELL_VARIABLES or name.startswith(SHELL_PREFIXES) or not known:
+        return None
+    near = min(known, key=lambda k: edits(name, k))   # ties: the first in `known`'s order
+    return near if edits(name, near) <= (1 if len(near) <= 5 else 2) else None
+
+
 def mode_problem(path: str | os.PathLike[str]) -> str | None:
     """A warning when a file holding secrets is readable by others."""
     try:

@@ -1,6 +1,7 @@
 """`rltui report LOG [--json]`: one row per GRPO step of a saved NeMo-RL log.
 
-Pure core: rich and the stdlib only.
+Pure core: rich and the stdlib only. A file that cannot be read as a text log is a ReportError:
+one line, exit 2 (cli.py).
 """
 
 from __future__ import annotations
@@ -74,3 +75,45 @@ def json_lines(records: Iterable[TrainingStep]) -> Iterator[str]:
     """One JSON object per step, keys exactly JSON_KEYS; null where a value is absent."""
     for r in records:
         yield json.dumps({key: _json_value(getattr(r, key)) for key in JSON_KEYS})
+
+
+def is_binary(path: str | Path) -> bool:
+    """A NUL in the first 8000 bytes: git's test for a binary file (a text log never holds one)."""
+    with open(path, "rb") as f:
+        return b"\0" in f.read(8000)
+
+
+class ReportError(ValueError):
+    """A file `rltui report` cannot read as a log; its text is the one line to show."""
+
+
+def load(path: Path) -> list[TrainingStep]:
+    """The per-step records of the saved log at `path`."""
+    try:
+        if is_binary(path):
+            raise ReportError(f"{path}: a binary file, not a job log (a saved NeMo-RL GRPO log is text)")
+        with path.open(encoding="utf-8", errors="replace", newline="") as f:
+            return summarize(f)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a folder, not a log file") from None
+    except PermissionError:
+        raise ReportError(f"{path}: cannot be read: permission denied") from None
+
+
+def command(path: Path, as_json: bool) -> int:
+    """`rltui report`: a table, or one JSON object per step and line."""
+    records = load(path)
+    if as_json:
+        for line in json_lines(records):
+            print(line)
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    if not records:
+        console.print(f"{path}: no GRPO step found (is this a NeMo-RL GRPO log?)")
+        return 0
+    console.print(render_table(records))
+    return 0

@@ -31,7 +31,9 @@ on; `up` does, and then knows). Where each answer comes from:
   reserves 2 static external NAT IPs per network (net-0, net-1: ips_per_nat 2), used by its Cloud
   NATs: IN_USE_ADDRESSES must hold the nodes and the 4 NAT IPs, STATIC_ADDRESSES the 4 NAT IPs
   (the compute v1 metric names; what each counts is as rltui reads Compute Engine's quota page,
-  not re-read word for word here). Lustre capacity: unknown here (cloud/quotas.py).
+  not re-read word for word here). Lustre capacity (lustre.googleapis.com/capacity) is not
+  checked: rltui does not read it (cloud/quotas.py), and a check that is always unknown would be
+  counted among what `up` makes known once it enables an API, which it never does.
 - Permissions: Resource Manager projects.testIamPermissions with the permissions of each step,
   xpk's Terraform included: what the a4 blueprint's modules make (cluster-toolkit v1.94.0
   network/vpc: networks, subnetworks, firewall rules (which also need the network's
@@ -154,10 +156,6 @@ async def _quota_checks(ctx: Context, enabled: set[str]) -> list[Check]:
     cfg = ctx.cfg
     cpus = XPK_DEFAULT_POOL_NODES * DEFAULT_POOL_CPUS
     nodes = cfg.num_nodes + XPK_DEFAULT_POOL_NODES
-    lustre = Check("Lustre capacity quota", None,
-                   f"{cfg.lustre_capacity} GiB needed; the Cloud Quotas API reports this quota"
-                   " (lustre.googleapis.com), not read by rltui",
-                   "console: IAM & Admin > Quotas, filter lustre.googleapis.com")
     names = ("CPU quota (CPUS)", "address quota (IN_USE_ADDRESSES)", "static address quota (STATIC_ADDRESSES)")
 
     async def region() -> dict[str, Quota] | None:
@@ -165,9 +163,9 @@ async def _quota_checks(ctx: Context, enabled: set[str]) -> list[Check]:
 
     gpu, quotas = await asyncio.gather(_gpu_check(ctx), region())
     if COMPUTE not in enabled:
-        return [gpu] + [Check(n, None, _off(COMPUTE), "") for n in names] + [lustre]
+        return [gpu] + [Check(n, None, _off(COMPUTE), "") for n in names]
     if quotas is None:
-        return [gpu] + [Check(n, None, f"{cfg.region}'s quotas could not be read", "") for n in names] + [lustre]
+        return [gpu] + [Check(n, None, f"{cfg.region}'s quotas could not be read", "") for n in names]
 
     def need(name: str, metric: str, wanted: float, what: str) -> Check:
         q: Quota | None = quotas.get(metric)
@@ -180,8 +178,7 @@ async def _quota_checks(ctx: Context, enabled: set[str]) -> list[Check]:
     return [gpu, need(names[0], "CPUS", cpus, f"xpk's {XPK_DEFAULT_POOL_NODES} e2-standard-4 nodes"),
             need(names[1], "IN_USE_ADDRESSES", nodes + NAT_IPS,
                  f"{nodes} nodes' external IPs and the blueprint's {NAT_IPS} NAT IPs"),
-            need(names[2], "STATIC_ADDRESSES", NAT_IPS, f"the blueprint's {NAT_IPS} NAT IPs"),
-            lustre]
+            need(names[2], "STATIC_ADDRESSES", NAT_IPS, f"the blueprint's {NAT_IPS} NAT IPs")]
 
 
 async def _gpu_check(ctx: Context) -> Check:

@@ -299,9 +299,17 @@ async def supervised_run(ctx: Context, job_id: str) -> RunState | None:
 
 
 async def resolve_job_id(ctx: Context, jobs_api: Any, wanted: str | None) -> str:
-    """The job asked for, else the newest this machine submitted, else the newest Ray knows."""
+    """The job asked for, else the newest this machine submitted, else the newest Ray knows. One
+    asked for that is neither this machine's nor Ray's is Refused (exit 2) naming those that are."""
     if wanted:
-        return wanted
+        if _record_for(ctx, wanted) is not None:
+            return wanted
+        every = await jobs_api.list()
+        if any(j.submission_id == wanted for j in every):
+            return wanted
+        ids = [str(j.submission_id) for j in every if "rltui_probe" not in j.metadata]
+        raise Refused(f"no job {wanted} on this Ray cluster; its jobs, oldest first: {', '.join(ids)}"
+                      if ids else f"no job {wanted} on this Ray cluster, which has none: run `rltui submit`")
     known = last_job_id(ctx)
     if known:
         return known

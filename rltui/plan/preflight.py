@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Problem, RLConfig
+from ..words import count
 from .codelab import APIS
 
 if TYPE_CHECKING:
@@ -82,8 +83,11 @@ def xpk_missing(endpoints: Endpoints) -> str | None:
 async def preflight(env_path: Path, cfg: RLConfig | None, problems: list[Problem], endpoints: Endpoints,
                     ctx: Context | None, *, cloud: bool = True) -> list[Check]:
     """The local checks, and with a context the APIs; with `cloud` also plan/checks.py's."""
+    n = len(problems)
+    # Beside the check's name, its folder: the default path would read "env.sh  env.sh".
+    folder = await asyncio.to_thread(lambda: env_path.absolute().parent)   # getcwd
     checks = [Check("env.sh", cfg is not None,
-                    f"{len(problems)} problem(s)" if problems else str(env_path),
+                    count(n, "problem") if problems else f"valid, in {folder}",
                     "fix the fields on the Configure screen" if problems else "")]
     env = endpoints.subprocess_env()
     checks += await auth_checks(endpoints)

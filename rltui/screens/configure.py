@@ -19,10 +19,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from ..config import (ALIASES, DEVICE_TYPES, LUSTRE_TIERS, SECRET_FIELDS, ConfigError, RLConfig,
-                      check_field, parse_config, region_of)
+                      check_field, misspelling_of, parse_config, region_of)
 from ..session import ConfigState
 from ..widgets.form import FormField
-from .base import WizardScreen, stylesheet
+from .base import WizardScreen, env_path_text, stylesheet
 from ..widgets.inputframe import DrawsInputNow
 
 # (group title, [(variable, what it is)]) in the codelab's order
@@ -58,11 +58,12 @@ def default_of(name: str) -> str:
 
 
 def problems_elsewhere(values: dict[str, str]) -> list[str]:
-    """Variables outside this form (the job's) that the form's values leave invalid."""
+    """Variables outside this form (the job's) that the form's values leave invalid; a misspelt
+    variable counts as the one it is close to (shown on that field, here or on the Job screen)."""
     try:
         parse_config(values)
     except ConfigError as exc:
-        return sorted({p.field for p in exc.problems if p.field not in FIELDS})
+        return sorted({p.meant or p.field for p in exc.problems} - set(FIELDS))
     return []
 
 
@@ -246,7 +247,8 @@ class ConfigureScreen(WizardScreen):
             field = self.field(name)
             typed = field.value
             if name in SECRET_FIELDS and not typed:
-                field.message = ""  # empty keeps what env.sh has
+                # empty keeps what env.sh has; a misspelt one there is still this field's problem
+                field.message = misspelling_of(name, values) or ""
             else:
                 field.message = check_field(name, values[name], values) or ""
             field.hint = self._hint(name, values)
@@ -323,7 +325,7 @@ class ConfigureScreen(WizardScreen):
         assert state is not None
         bad = [f.field_name for f in self.query(FormField) if f.message]
         changes = len(self.changes())
-        text = Text("env.sh  ", style="dim").append(state.env_path)
+        text = env_path_text(state.env_path)
         if changes:
             text.append(f"  {changes} unsaved change{'s' if changes != 1 else ''}", style="bold")
         text.append("\n")
@@ -354,28 +356,37 @@ class ConfigureScreen(WizardScreen):
                 out[name] = value
         return out
 
-    def action_save(self) -> None:
+    def problems(self) -> list[str]:
+        """The fields whose values would not save (each says why under it), checked now."""
+        if self._state is None:
+            return []
+        self._validate_all()
+        return [f.field_name for f in self.query(FormField) if f.message]
+
+    def action_save(self) -> bool:
+        """Whether env.sh holds the form's values now (Provision's "save and run" asks)."""
         if self._state is None:
             self.notify("env.sh is not loaded yet", title="Not saved", severity="warning")
-            return
+            return False
         self._validate_all()
         bad = [f for f in self.query(FormField) if f.message]
         if bad:
             names = ", ".join(f.field_name for f in bad)
             self.notify(f"fix {names} first", title="Not saved", severity="error")
             bad[0].focus_input()
-            return
+            return False
         values = self.changes()
         if not values:
             self.notify("env.sh already holds these values", title="Nothing to save")
-            return
+            return True
         try:
             self.wizard.save_config(values)
         except (OSError, ValueError) as exc:  # e.g. a read-only folder: keep the edits
             self.notify(str(exc).splitlines()[0][:300], title="Not saved", severity="error")
-            return
+            return False
         for name in SECRET_FIELDS:  # saved: the field goes back to "set"
             self.field(name).value = ""
+        return True
 
     def action_reload(self) -> None:
         """Read env.sh again; with unsaved edits, only once the user says to discard them."""

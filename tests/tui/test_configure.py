@@ -479,16 +479,18 @@ async def test_the_form_names_every_broken_field_at_once():
 
 
 async def test_quit_with_unsaved_edits_asks_first_and_a_second_ctrl_q_quits():
-    """Unsaved edits are never dropped without asking: not by a reload, and not by ctrl+q."""
+    """Unsaved edits are never dropped without asking: not by a reload, and not by ctrl+q
+    (its question is a modal: tests/tui/test_quit_prompt.py)."""
+    from rltui.screens.quit_prompt import QuitPrompt
+
     app = RecordingApp()
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_configure(app, pilot, codelab_state())
         await type_into(pilot, screen, "NUM_NODES", "16")
         await pilot.press("ctrl+q")
         await pilot.pause()
-        assert app.is_running and app.screen is screen
-        note = list(app._notifications)[-1]
-        assert note.title == "Quit?" and "unsaved edits on Configure" in note.message
+        assert app.is_running and isinstance(app.screen, QuitPrompt)
+        assert "unsaved edits on Configure" in app.screen.text().plain
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert not app.is_running
@@ -501,3 +503,24 @@ async def test_quit_without_edits_quits_at_once():
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert not app.is_running
+
+
+async def test_a_misspelt_variable_in_env_sh_shows_on_the_field_it_misspells():
+    """env.sh's LUSTRE_CAPACTY would leave LUSTRE_CAPACITY at its default: the form says so on
+    that field (and Save is refused, as for any problem); a misspelt secret shows on its field
+    too, though the form leaves a secret kept from env.sh empty."""
+    app = RecordingApp()
+    state = codelab_state()
+    state = type(state)(state.env_path, {**state.values, "LUSTRE_CAPACTY": "18000", "HF_TOKN": "x",
+                                         "FOO_BAR": "mine"}, state.expressions, (), state.secrets_set)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_configure(app, pilot, state)
+        shown = message(screen, "LUSTRE_CAPACITY")
+        assert "LUSTRE_CAPACTY" in shown and "did you mean LUSTRE_CAPACITY?" in shown, shown
+        assert "HF_TOKN" in message(screen, "HF_TOKEN")
+        assert message(screen, "ZONE") == ""
+        text = summary(screen)
+        assert "2 problems (LUSTRE_CAPACITY, HF_TOKEN)" in text and "job parameters" not in text, text
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.saved == []
