@@ -64,8 +64,13 @@ def _warn_mode(path: str, cfg) -> None:
 # --- commands -----------------------------------------------------------------------------------
 
 def cmd_check(args: argparse.Namespace) -> int:
-    _, cfg = _load_env(args.env)
+    from .config import unknown_variables
+
+    env, cfg = _load_env(args.env)
     _warn_mode(args.env, cfg)
+    if others := unknown_variables(env.values())[1]:   # misspellings failed in _load_env
+        print(f"warning: {args.env}: {', '.join(others)}: rltui reads no such variable from env.sh"
+              " (kept as written)", file=sys.stderr)
     token = "set" if cfg.hf_token else "not set (needed only to submit)"
     print(f"{args.env}: OK: project {cfg.project_id}, cluster {cfg.cluster_name} in {cfg.zone}"
           f" ({cfg.num_nodes} x {cfg.device_type}), Lustre {cfg.lustre_instance_id}"
@@ -110,30 +115,12 @@ def cmd_manifests(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import json_lines, render_table, summarize
+    from .report import ReportError, command
 
-    path = Path(args.log)
     try:
-        with path.open(encoding="utf-8", errors="replace", newline="") as f:
-            records = summarize(f)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a log file") from None
-    except PermissionError:
-        raise UsageError(f"{path}: cannot be read: permission denied") from None
-    if args.json:
-        for line in json_lines(records):
-            print(line)
-        return 0
-    from rich.console import Console
-
-    console = Console()
-    if not records:
-        console.print(f"{path}: no GRPO step found (is this a NeMo-RL GRPO log?)")
-        return 0
-    console.print(render_table(records))
-    return 0
+        return command(Path(args.log), as_json=args.json)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -142,6 +129,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     found = runs.all_runs()
     if args.action == "compare":
+        for wanted in (w for w in (args.a, args.b) if not any(r.id.startswith(w) for r in found)):
+            raise UsageError(f"rltui runs compare: {wanted!r}: no such run; the runs: "
+                             + (", ".join(r.id for r in found) or "none yet"))
         try:
             a, b = runs.resolve(found, args.a), runs.resolve(found, args.b)
         except runs.UnknownRun as exc:
@@ -280,17 +270,25 @@ def _until_signal(make: Callable[[], Any]) -> int:
     return asyncio.run(main())
 
 
-def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
-    """Load env.sh, pick the endpoints, run one headless command to its exit code."""
+def _headless(args: argparse.Namespace, run: Callable[..., Any],
+              before_loop: Callable[..., Any] | None = None) -> int:
+    """Load env.sh, pick the endpoints, run one headless command to its exit code.
+    `before_loop(cfg, endpoints)`: a context manager entered before the event loop starts,
+    whose value `run` gets as a third argument."""
     from .cloud.errors import CloudError
-    from .headless import Refused, endpoints_for
+    from .plan.engine import endpoints_for
+    from .plan.jobs import Refused
     from .sandbox.manage import SandboxError
 
     _, cfg = _load_env(args.env)
     try:
         endpoints = endpoints_for(getattr(args, "sandbox", False))
-        endpoints.require_credentials()
-        return _until_signal(lambda: run(cfg, endpoints))
+        if before_loop is None:
+            endpoints.require_credentials()
+            return _until_signal(lambda: run(cfg, endpoints))
+        with before_loop(cfg, endpoints) as prepared:
+            endpoints.require_credentials()
+            return _until_signal(lambda: run(cfg, endpoints, prepared))
     except Refused as exc:
         raise UsageError(str(exc)) from None
     except CloudError as exc:
@@ -327,9 +325,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from . import headless
+    from .plan.computereads import forked
 
-    return _headless(args, lambda cfg, ep: headless.status(cfg, ep, as_json=args.json))
+    def run(cfg: Any, endpoints: Any, compute: Any) -> Any:
+        from . import headless
+
+        return headless.status(cfg, endpoints, as_json=args.json, compute=compute)
+
+    # Compute's reads start in a child process as soon as env.sh is read (plan/computereads.py).
+    return _headless(args, run, before_loop=forked)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -339,14 +343,10 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 class _DeferredSession:
-    """The wizard's Session, built on its first use instead of before the first frame.
-
-    session.py loads pydantic and the plan, and a Session parses env.sh at once: together
-    about as long as Textual takes to paint its first frame. The app reads the config in its
-    boot worker once the Start screen is on screen (app.py's on_mount and _boot), so the first
-    frame waits for neither (issue 13 item 2). Attribute reads go to the Session; the lock
-    makes one Session when the worker and the UI thread ask at the same time.
-    """
+    """The wizard's Session, built on its first use instead of before the first frame: loading
+    session.py (pydantic, the plan) and parsing env.sh take about as long as Textual's first
+    paint, and the app reads the config in its boot worker (app.py's _boot). Attribute reads go
+    to the Session; the lock makes one when the worker and the UI thread ask at the same time."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         import threading
@@ -428,18 +428,41 @@ def _wizard_only(argv: Sequence[str]) -> bool:
     return True
 
 
+CLOUD_COMMANDS = ("up", "submit", "logs", "status", "down")
+ENV_COMMANDS = ("check", "script", "manifests", *CLOUD_COMMANDS)
+
+
+def misapplied(args: argparse.Namespace) -> str | None:
+    """The line for a flag given to a command it does not apply to (exit 2, as gcloud refuses an
+    argument its command does not take), else None: never ignored, so never a surprise."""
+    command, wizard = args.command, "it is the wizard's (rltui --serve [--port N] [--public-url URL])"
+    given = [("--serve", args.serve, wizard), ("--port", args.port is not None, wizard),
+             ("--public-url", args.public_url is not None, wizard),
+             ("--sandbox", args.sandbox and command not in CLOUD_COMMANDS, "it asks no cloud"),
+             ("--env", args.env is not None and command not in ENV_COMMANDS, "it reads no env.sh")]
+    if command == "up" and args.check:
+        command, why = "up --check", "it creates nothing, so asks nothing and runs no xpk"
+        given += [("--yes", args.yes, why), ("--verbose", args.verbose, why)]
+    elif command == "runs" and args.action == "compare":
+        command = "runs compare"
+        given.append(("--json", args.json, "it prints a table; `rltui runs --json` lists the runs"))
+    return next((f"rltui {command}: {flag} does not apply to {command}: {why}"
+                 for flag, on, why in given if on and command), None)
+
+
 def build_parser(wizard_only: bool = False) -> Parser:
     parser = Parser(prog="rltui", description="The codelab 'Scale RL with GKE and Managed Lustre'"
-                    " as a wizard and as commands.")
+                    " as a wizard and as commands.", epilog="A flag given to a command it does not"
+                    " apply to is a usage error (exit 2), as in gcloud.")
     parser.add_argument("--version", action="version", version=f"rltui {__version__}")
-    parser.add_argument("--env", default="env.sh", help="the codelab's env.sh (default: ./env.sh)")
-    parser.add_argument("--sandbox", action="store_true", help="use the local emulated project")
+    parser.add_argument("--env", help=f"the codelab's env.sh (default: ./env.sh); wizard, {', '.join(ENV_COMMANDS)}")
+    parser.add_argument("--sandbox", action="store_true",
+                        help=f"use the local emulated project; wizard, {', '.join(CLOUD_COMMANDS)}")
     parser.add_argument("--serve", action="store_true",
-                        help="serve the wizard to a browser on 127.0.0.1 (Cloud Shell's Web Preview)")
-    parser.add_argument("--port", type=int, help="with --serve: the port (default 8080)")
-    parser.add_argument("--public-url", metavar="URL",
-                        help="with --serve: the address the browser uses (default: Web Preview's,"
-                             " https://PORT-$WEB_HOST, where WEB_HOST is set)")
+                        help="the wizard only: serve it to a browser on 127.0.0.1 (Cloud Shell's Web Preview)")
+    parser.add_argument("--port", type=int, help="the wizard only, with --serve: the port (default 8080)")
+    parser.add_argument("--public-url", metavar="URL", help="the wizard only, with --serve: the address the browser"
+                        " uses (default: Web Preview's, https://PORT-$WEB_HOST, where WEB_HOST is set)")
     parser.set_defaults(func=cmd_wizard)
     if wizard_only:
         parser.set_defaults(command=None)   # as the subparsers' dest would be
@@ -450,8 +473,7 @@ def build_parser(wizard_only: bool = False) -> Parser:
         p = sub.add_parser(name, help=help, description=help)
         if env:
             # SUPPRESS: `rltui --env F check` keeps F (a subparser default would override it).
-            p.add_argument("--env", default=argparse.SUPPRESS,
-                           help="the codelab's env.sh (default: ./env.sh)")
+            p.add_argument("--env", default=argparse.SUPPRESS, help="the codelab's env.sh (default: ./env.sh)")
         p.set_defaults(func=func)
         return p
 
@@ -470,19 +492,16 @@ def build_parser(wizard_only: bool = False) -> Parser:
         return p
 
     p = cloud("up", cmd_up, "create everything up to a ready RayCluster (asks first)")
-    p.add_argument("--yes", action="store_true", help="do not ask")
-    p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
-    p.add_argument("--check", action="store_true",
-                   help="create nothing: check quotas, permissions, names and the zone; exit 1 if the"
-                        " plan cannot run")
+    p.add_argument("--yes", action="store_true", help="do not ask (not with --check)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output (not with --check)")
+    p.add_argument("--check", action="store_true", help="create nothing: check quotas, permissions, names and the"
+                   " zone; exit 1 if the plan cannot run (--yes and --verbose do not apply to it)")
     p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
     folder = p.add_mutually_exclusive_group()
-    folder.add_argument("--resume", action="store_true",
-                        help="continue from the newest step_N checkpoint in the checkpoint folder"
-                             " on the Lustre volume")
-    folder.add_argument("--new-folder", action="store_true",
-                        help="when the checkpoint folder already holds checkpoints: start a new run"
-                             " in a fresh CHECKPOINT_DIR-N folder")
+    folder.add_argument("--resume", action="store_true", help="continue from the newest step_N checkpoint in the"
+                        " checkpoint folder on the Lustre volume")
+    folder.add_argument("--new-folder", action="store_true", help="when the checkpoint folder already holds"
+                        " checkpoints: start a new run in a fresh CHECKPOINT_DIR-N folder")
     p.add_argument("--no-recover", action="store_true",
                    help="no supervisor on the cluster: a preemption ends the job (as `ray job submit`)")
     p.add_argument("--follow", action="store_true",
@@ -495,35 +514,28 @@ def build_parser(wizard_only: bool = False) -> Parser:
     p = cloud("down", cmd_down, "stop the job, delete what rltui created, scan for leaks")
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
-    p = add("runs", cmd_runs, "every job's summary kept under the state folder; compare two",
-            env=False)
-    p.add_argument("--json", action="store_true",
-                   help='a JSON array of {"id", "started", "status", "steps", "final_reward", "attempts"}')
+    p = add("runs", cmd_runs, "every job's summary kept under the state folder; compare two", env=False)
+    p.add_argument("--json", action="store_true", help='a JSON array of {"id", "started", "status", "steps",'
+                   ' "final_reward", "attempts"} (not with compare)')
     p.set_defaults(action="list")
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     a = actions.add_parser("compare", help="reward and step time per step, A beside B")
     a.add_argument("a", metavar="A", help="a run id (a unique prefix will do)")
     a.add_argument("b", metavar="B", help="another run id (a unique prefix will do)")
-    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt",
-            env=False)
+    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt", env=False)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
     a = actions.add_parser("start", help="start it in the background (returns once it answers)")
-    a.add_argument("--speed", type=float, default=60.0,
-                   help="simulated minutes per real second (default 60)")
-    a.add_argument("--faults", type=float, default=0.0,
-                   help="probability that a call fails transiently (default 0)")
+    a.add_argument("--speed", type=float, default=60.0, help="simulated minutes per real second (default 60)")
+    a.add_argument("--faults", type=float, default=0.0, help="probability that a call fails transiently (default 0)")
     a.add_argument("--seed", type=int, default=0, help="makes faults and jitter reproducible")
     a.add_argument("--profile", help="a latency profile JSON file (default: the reference one)")
-    a.add_argument("--quota", action="append", metavar="METRIC=LIMIT",
-                   help="a regional quota, e.g. PREEMPTIBLE_NVIDIA_B200_GPUS=16: node pools"
-                        " above it fail as GKE's do, and regions.get reports it (repeatable);"
-                        f" {LUSTRE_QUOTA}=GIB for Lustre capacity per zone and network")
-    a.add_argument("--deny", action="append", metavar="PERMISSION",
-                   help="a permission the caller lacks (testIamPermissions leaves it out), e.g."
-                        " lustre.instances.create (repeatable)")
-    a.add_argument("--kuberay-version", metavar="V",
-                   help="the KubeRay release the RayOperator add-on runs, 1.1.0 to 1.7.0 (default"
-                        " 1.7.0): status conditions, probes and readiness follow it")
+    a.add_argument("--quota", action="append", metavar="METRIC=LIMIT", help="a regional quota, e.g."
+                   " PREEMPTIBLE_NVIDIA_B200_GPUS=16: node pools above it fail as GKE's do, and regions.get reports"
+                   f" it (repeatable); {LUSTRE_QUOTA}=GIB for Lustre capacity per zone and network")
+    a.add_argument("--deny", action="append", metavar="PERMISSION", help="a permission the caller lacks"
+                   " (testIamPermissions leaves it out), e.g. lustre.instances.create (repeatable)")
+    a.add_argument("--kuberay-version", metavar="V", help="the KubeRay release the RayOperator add-on runs, 1.1.0"
+                   " to 1.7.0 (default 1.7.0): status conditions, probes and readiness follow it")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")
@@ -543,6 +555,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(wizard_only=_wizard_only(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
+        if wrong := misapplied(args):
+            raise UsageError(wrong)
+        args.env = "env.sh" if args.env is None else args.env
         return args.func(args)
     except UsageError as exc:
         for line in str(exc).splitlines():
@@ -557,12 +572,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The `rltui` command: main(), then out without the interpreter's teardown. Freeing the
-    modules' objects one by one (the Kubernetes, Google and Ray clients' classes) took 1.3 s
-    after a headless `up` had printed its last line, on every command. What must happen at
-    exit still does: threads end (else the usual exit, which joins them), the atexit handlers
-    run (logging's flush, temporary folders' finalizers; CPython's atexit._run_exitfuncs, as
-    multiprocessing's forked children do before their os._exit), the output is flushed."""
+    """The `rltui` command: main(), then out without the interpreter's teardown (freeing the
+    Kubernetes, Google and Ray clients' modules one by one took 1.3 s after every command). What
+    must happen at exit still does: threads end (else the usual exit joins them), the atexit
+    handlers run (as multiprocessing's forked children do before os._exit), output is flushed."""
     try:
         code = main()
     except SystemExit as exc:  # argparse: --help, and its own usage errors

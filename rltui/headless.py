@@ -23,6 +23,7 @@ from .plan.view import fmt_s
 
 if TYPE_CHECKING:
     from .cloud.endpoints import Endpoints
+    from .plan.computereads import Forked
     from .plan.runner import RunEvent
 
 __all__ = ["Refused", "endpoints_for", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]
@@ -122,8 +123,10 @@ async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
     if failed:
         out(f"cannot run: {len(failed)} failed ({'; '.join(failed)})")
         return 1
-    out(f"can run: {len(checks) - unknown} passed" + (f", {unknown} unknown until `up` enables"
-                                                       " what they need" if unknown else ""))
+    # Unknown says no more than that: an API `up` enables, or one it never does (Cloud Quotas),
+    # each line above names where to look.
+    out(f"can run: {len(checks) - unknown} passed" + (f", {unknown} unknown (see above)"
+                                                       if unknown else ""))
     return 0
 
 
@@ -198,8 +201,16 @@ async def _follow(ctx: Context, job: str | None, write: Callable[[str], None]) -
 
 # --- status -----------------------------------------------------------------------------------
 
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    """Indented rows in columns as wide as their widest cell, two spaces apart (as `kubectl get`
+    sizes them): a name longer than a fixed width pushed the rest of its row out of line."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] if rows else []
+    return [("  " + "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])).rstrip()
+            for row in rows]
+
+
 async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
-                 out: Callable[[str], None] = print) -> int:
+                 out: Callable[[str], None] = print, compute: Forked | None = None) -> int:
     from .plan.inventory import collect_with_job, prices
 
     ctx = Context(cfg, endpoints)
@@ -209,7 +220,7 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         price_call = asyncio.ensure_future(prices(ctx))
         try:
             # The job is asked for alongside the RayCluster, and shown when the RayCluster exists.
-            resources, job = await collect_with_job(ctx)
+            resources, job = await collect_with_job(ctx, compute)
         except BaseException:
             price_call.cancel()
             raise
@@ -226,11 +237,13 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
     out(f"{endpoints.label}: project {cfg.project_id}, cluster {cfg.cluster_name}")
     if bg is not None:
         out(f"  running in the background: {bg.described}, log {bg.log}")
-    for r in resources:
-        mark = "LEAK " if r.leak else ("" if r.owned or not r.present else "(not rltui's) ")
-        out(f"  {r.kind:<22} {r.name:<46} {r.state:<11} {mark}{r.detail}")
+    marks = ["LEAK " if r.leak else ("" if r.owned or not r.present else "(not rltui's) ") for r in resources]
+    kind_w = max((len(r.kind) for r in resources), default=0)
+    for r, line in zip(resources, _table([(r.kind, r.name, r.state, m + r.detail)
+                                          for r, m in zip(resources, marks, strict=True)]), strict=True):
+        out(line)
         if r.present and not r.owned and not r.leak and r.hand_delete:
-            out(f"  {'':<22} to delete it by hand: {r.hand_delete}")
+            out(f"  {'':<{kind_w}}  to delete it by hand: {r.hand_delete}")
     if job:
         step = f" step {job['step']}/{job['total_steps']}" if job.get("step") else ""
         attempts = job.get("attempts") or []
@@ -311,9 +324,9 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
             out("nothing of this plan exists; nothing to delete")
             return 0
         out(f"In {cfg.project_id} ({endpoints.label}):")
-        for r in present:
-            owner = "" if r.owned else "  (not rltui's: left alone)"
-            out(f"  {r.kind:<22} {r.name:<44} {r.state}{owner}")
+        for line in _table([(r.kind, r.name, r.state + ("" if r.owned else "  (not rltui's: left alone)"))
+                            for r in present]):
+            out(line)
         if bg is not None:
             out(f"  running in the background: {bg.described}")
         if not yes and not _ask(f"Delete what rltui created for {cfg.cluster_name}?"):

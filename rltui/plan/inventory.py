@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_health
 from ..names import blueprint_names
-from .. import manifests
+from .. import manifests, words
 from . import leftovers, xpkstate
 from .context import Context
 from .ownership import (address_marked, cluster_marked, hand_delete, lustre_rule_name, marked,
@@ -33,6 +33,7 @@ from .ownership import (address_marked, cluster_marked, hand_delete, lustre_rule
 
 if TYPE_CHECKING:
     from ..cost import Estimate, Prices
+    from .computereads import ComputeReads, Forked
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"
@@ -127,33 +128,39 @@ async def collect(ctx: Context) -> list[Resource]:
     return resources
 
 
-async def collect_with_job(ctx: Context) -> tuple[list[Resource], dict[str, Any] | None]:
+async def collect_with_job(ctx: Context, compute: Forked | None = None
+                           ) -> tuple[list[Resource], dict[str, Any] | None]:
     """`collect`, and the newest job's summary (plan/jobs.py `job_summary`) when the RayCluster
-    exists (a supervised run is known from its record even while the RayCluster recovers)."""
-    return await _gather(ctx, with_job=True)
+    exists (a supervised run is known from its record even while the RayCluster recovers).
+    `compute`: the Compute reads, already under way in a child process (plan/computereads.py)."""
+    return await _gather(ctx, with_job=True, compute=compute)
 
 
-async def _gather(ctx: Context, *, with_job: bool
+async def _gather(ctx: Context, *, with_job: bool, compute: Forked | None = None
                   ) -> tuple[list[Resource], dict[str, Any] | None]:
     """Every call runs as soon as what it needs is known, none waits on an independent one:
     the cloud's lists and gets at once; the peering once its network and Service Networking
     are known; the Kubernetes objects (and the job) once the cluster is known to run, with the
     API token fetched while the cluster is asked for (it does not depend on the cluster)."""
+    from . import computereads
+
     cfg = ctx.cfg
     cluster_call = asyncio.ensure_future(ctx.gke.get())
     creds_call = asyncio.ensure_future(_fresh_credentials(ctx))
+    reads_call = asyncio.ensure_future(compute.result(ctx) if compute is not None
+                                       else computereads.read(ctx))
     region = cfg.region
     try:
-        (cluster, clusters, networks, lustre_all, address, peering, (kube_objects, job, nodes),
-         routers, nat_ips, firewalls, subnets) = await asyncio.gather(
-            cluster_call, ctx.gke.list(), ctx.network.networks(), ctx.lustre.list(),
-            ctx.network.address(cfg.address_name), _peering(ctx, cfg.network),
-            _kubernetes(ctx, cluster_call, creds_call, with_job),
-            ctx.network.routers(region), ctx.network.regional_addresses(region),
-            ctx.network.firewalls(), ctx.network.subnetworks(region))
+        (cluster, clusters, reads, lustre_all, peering, (kube_objects, job, nodes)
+         ) = await asyncio.gather(
+            cluster_call, ctx.gke.list(), reads_call, ctx.lustre.list(),
+            _peering(ctx, cfg.network, reads_call),
+            _kubernetes(ctx, cluster_call, creds_call, with_job))
     finally:
-        for call in (cluster_call, creds_call):
+        for call in (cluster_call, creds_call, reads_call):
             _drop(call)
+    networks, address, routers = reads.networks, reads.address, reads.routers
+    nat_ips, firewalls, subnets = reads.nat_ips, reads.firewalls, reads.subnets
     blueprint = blueprint_names(cfg.cluster_name, region)
     left = leftovers.select(blueprint, routers, nat_ips, firewalls, subnets,
                             [n for n in networks if n.name in blueprint.networks])
@@ -161,7 +168,7 @@ async def _gather(ctx: Context, *, with_job: bool
     count, gpu_nodes = _node_count(cfg, cluster, nodes)
     out = [Resource("GKE cluster", cfg.cluster_name,
                     cluster.status.name.lower() if cluster else "absent", ours or cluster is None,
-                    detail=f"{count} nodes" if cluster else "",
+                    detail=words.count(count, "node") if cluster else "",
                     created=cluster.create_time if cluster else "", gpu_nodes=gpu_nodes)]
     if cluster is not None and not ours:
         out[0] = replace(out[0], hand_delete=hand_delete("GKE cluster", cfg.cluster_name, cfg))
@@ -278,17 +285,16 @@ async def _fresh_credentials(ctx: Context) -> Any:
         return None
 
 
-async def _peering(ctx: Context, network: str) -> Any:
-    """Known only where it can exist: the network is there and Service Networking is on. The
-    connection list is asked at the same time as those two; its answer (or its refusal, e.g.
-    SERVICE_DISABLED) is dropped when either says it cannot exist."""
+async def _peering(ctx: Context, network: str, reads: asyncio.Future[ComputeReads]) -> Any:
+    """Known only where it can exist: the network is there (in the Compute reads) and Service
+    Networking is on. The connection list is asked at the same time as those two; its answer
+    (or its refusal, e.g. SERVICE_DISABLED) is dropped when either says it cannot exist."""
     from ..cloud.network import SERVICE_NETWORKING
 
     early = asyncio.ensure_future(ctx.network.peering(network))
     try:
-        net, apis = await asyncio.gather(ctx.network.network(network),
-                                         ctx.network.enabled_apis())
-        if net is None or SERVICE_NETWORKING not in apis:
+        known, apis = await asyncio.gather(asyncio.shield(reads), ctx.network.enabled_apis())
+        if known.network(network) is None or SERVICE_NETWORKING not in apis:
             return None
         return await early
     finally:

@@ -4,11 +4,13 @@ refreshes), and the API refuses requests without a valid token: real HTTPS, no m
 from __future__ import annotations
 
 import base64
+import dataclasses
 import ssl
 
 import aiohttp
 import pytest
 
+from rltui.cloud.kube import KubeAdapter
 from rltui.sandbox.kube.auth import SANDBOX_TOKEN, TokenIssuer
 
 
@@ -65,9 +67,15 @@ async def test_a_token_is_refreshed_before_it_expires(api) -> None:
         assert len(issued) == 1, "an hour-long token is reused"
         # Tokens within google-auth's refresh margin (3m45s) of their expiry count as expired:
         # a 2-minute token is refreshed before every request and never reaches the API stale.
-        api.issuer.lifetime_s = 120
         await kube.close()
         kube = await api.adapter()
+        await kube.list("pods")
+        assert len(issued) == 1, "a second connection shares the Endpoints' credentials"
+        api.issuer.lifetime_s = 120
+        await kube.close()
+        # New Endpoints (another process's): credentials of their own, 2-minute tokens.
+        kube = KubeAdapter(dataclasses.replace(api.endpoints), cluster=api.cluster, backoff_s=0.02)
+        await kube.connect()
         before = len(issued)
         for _ in range(3):
             await kube.list("pods")

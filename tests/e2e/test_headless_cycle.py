@@ -164,6 +164,8 @@ def test_up_twice_creates_nothing_twice(user):
     assert set(created) <= {"Cluster credentials", "Secret (HF_TOKEN, WANDB_API_KEY)",
                             "Ray dashboard reachable"}, created
     assert "existed" in out.stdout
+    # No local URL that dies with `up`: the port-forward it would point at was up's own.
+    assert "http://" not in out.stdout and "kubectl port-forward service/" in out.stdout, out.stdout
     assert status_json(user)["resources"] == before["resources"]
     assert subprocess.run([*kube, "get", "raycluster", "ray-a4-gpu-spot", "-o",
                            "jsonpath={.metadata.uid}"], capture_output=True, text=True).stdout == uid
@@ -290,6 +292,50 @@ def test_status_lists_the_cluster_lustre_and_raycluster_and_the_job(user):
     assert cost["currency"] == "USD" and cost["as_of"] and cost["estimate"] is True
     assert list((user["home"] / "state").rglob("cache/prices-sandbox-*.json"))
     assert "cost (estimate): $" in rltui(user, "status").stdout
+
+
+def test_the_wizard_opened_90_s_after_the_job_dates_its_saves_within_the_run(user, monkeypatch):
+    """Saves read from a finished job's log are dated from Ray's own times for the job and the
+    steps' timers (rltui/saves.py), not from when the wizard read them: every save on Monitor
+    lies within the job's run."""
+    import time as _time
+
+    from rltui.app import RLTuiApp
+    from rltui.cloud.endpoints import Endpoints
+    from rltui.session import Session
+    from rltui.widgets.checkpoints import CheckpointsList
+    from rltui.saves import Save
+
+    monkeypatch.setenv("XDG_STATE_HOME", user["env"]["XDG_STATE_HOME"])
+    monkeypatch.setenv("HOME", user["env"]["HOME"])
+    session = Session(user["env_sh"], lambda: Endpoints.sandbox(user["status"]))
+
+    async def run() -> tuple[float, float, list[Save], list[str]]:
+        info = await session.job_info()
+        assert info is not None and info.end_time_ms, info
+        start, end = info.start_time_ms / 1000, info.end_time_ms / 1000
+        await asyncio.sleep(max(0.0, end + 90 - _time.time()))
+        app = RLTuiApp(session)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.switch_mode("monitor")
+            saves: list[Save] = []
+            for _ in range(100):
+                await pilot.pause(0.2)
+                shown = app.screen.query_one(CheckpointsList)
+                saves = [s for s in shown.checkpoints if isinstance(s, Save)]
+                if len(saves) >= 2 and not any(s.seconds is None for s in saves):
+                    break
+            rows = shown.lines()
+            await session.close()
+        return start, end, saves, rows
+
+    start, end, saves, rows = asyncio.run(run())
+    assert len(saves) >= 2, rows   # the codelab's save_period 10, of 20 steps
+    late = [(s.step, s.started, s.seconds) for s in saves
+            if not (start <= s.started and s.started + (s.seconds or 0) <= end + 1)]
+    assert not late, (start, end, late, rows)
+    assert all(s.estimated for s in saves), rows
+    assert all(re.match(r"\d+\s+~\d\d:\d\d:\d\d", row) for row in rows[1:1 + len(saves)]), rows
 
 
 def test_down_deletes_everything_and_leaves_nothing(user):

@@ -73,14 +73,14 @@ async def test_the_inventory_asks_every_independent_call_at_once(sandbox, tmp_pa
         await ctx.close()
     assert [r for r in resources if r.present] == [], "a fresh project holds nothing"
     names = sorted(n for n, _, _ in spans)
+    # The peering's network is read from the networks' list (plan/computereads.py), no get.
     assert names == sorted(["GkeAdapter.get", "GkeAdapter.list", "LustreAdapter.list",
-                            "NetworkAdapter.networks", "NetworkAdapter.network",
-                            "NetworkAdapter.address", "NetworkAdapter.enabled_apis",
-                            "NetworkAdapter.peering"]), names
+                            "NetworkAdapter.networks", "NetworkAdapter.address",
+                            "NetworkAdapter.enabled_apis", "NetworkAdapter.peering"]), names
     # The old inventory asked the Service Networking check only after the network's get, and the
-    # peering after both: at most 6 in flight, and never the check beside the network's get.
-    assert overlapped(spans, "NetworkAdapter.network", "NetworkAdapter.enabled_apis")
-    assert overlapped(spans, "NetworkAdapter.network", "NetworkAdapter.peering")
+    # peering after both: never the check beside the network's read.
+    assert overlapped(spans, "NetworkAdapter.networks", "NetworkAdapter.enabled_apis")
+    assert overlapped(spans, "NetworkAdapter.networks", "NetworkAdapter.peering")
     assert peak(spans) == len(spans), sorted(spans, key=lambda s: s[1])
 
 
