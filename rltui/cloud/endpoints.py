@@ -65,10 +65,10 @@ class Endpoints:
     time_scale: float = 1.0
     # Whether the job downloads the model from Hugging Face (so submitting needs HF_TOKEN).
     downloads_models: bool = True
-    # Credentials by scopes, loaded once: parsing the sandbox's key (0.11 s) or asking
-    # google.auth.default() again on every call cost that much each time; the object kept
-    # refreshes its own token (google-auth Credentials.before_request).
-    _credentials: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False,
+    # Credentials by scopes and ADC file version, loaded once: parsing the sandbox's key (0.11 s)
+    # or asking google.auth.default() again on every call cost that much each time; the object
+    # kept refreshes its own token (google-auth Credentials.before_request).
+    _credentials: dict[tuple[Any, ...], Any] = field(default_factory=dict, init=False,
                                                      compare=False, repr=False)
 
     @classmethod
@@ -185,11 +185,33 @@ class Endpoints:
         sandbox's ADC file, else `google.auth.default()`. Refresh them with
         `google.auth.transport.requests.Request()`; both refresh at a token endpoint. Loaded
         once for each set of scopes, then shared."""
+        key = (scopes, self._adc_stamp())
         with _CREDENTIALS_LOCK:
-            creds = self._credentials.get(scopes)
+            creds = self._credentials.get(key)
             if creds is None:
-                creds = self._credentials[scopes] = self._load_credentials(scopes)
+                creds = self._load_credentials(scopes)
+                self._credentials.clear()   # an older file's: never again
+                self._credentials[key] = creds
         return creds
+
+    def _adc_stamp(self) -> tuple[str, int] | None:
+        """The ADC file this process reads and when it last changed, so that a new `gcloud auth
+        application-default login` (which rewrites it) is loaded at the next call, not at the
+        next start. The sandbox's file, else google.auth.default()'s first two places
+        (google-auth 2.63 _default.py: GOOGLE_APPLICATION_CREDENTIALS, then gcloud's
+        application_default_credentials.json under CLOUDSDK_CONFIG or ~/.config/gcloud:
+        _cloud_sdk.get_config_path); None where no file is read (the metadata server)."""
+        if self.adc_file is not None:
+            path = str(self.adc_file)
+        else:
+            config = os.environ.get("CLOUDSDK_CONFIG") or os.path.join(
+                os.path.expanduser("~"), ".config", "gcloud")
+            path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.join(
+                config, "application_default_credentials.json")
+        try:
+            return path, os.stat(path).st_mtime_ns
+        except OSError:
+            return None
 
     def _load_credentials(self, scopes: tuple[str, ...]) -> Any:
         import google.auth

@@ -48,14 +48,16 @@ def deferred(name: str) -> ModuleType:
         submodules = {m.name for m in pkgutil.iter_modules(module.__path__)}
 
         def whole(attr: str) -> Any:
-            if attr in submodules:
-                # `from package import submodule` asks the package first; "no such
-                # attribute" makes the import system load the submodule itself.
-                raise AttributeError(attr)
-            with _lock:
+            if attr in submodules:   # `package.submodule`, `from package import submodule`
+                return importlib.import_module(f"{name}.{attr}")
+            with _lock:   # another thread asking meanwhile waits for the names
                 if module.__dict__.get("__getattr__") is whole:
-                    del module.__dict__["__getattr__"]
+                    # The hook stays while __init__ runs and after it failed (ctrl+c in its
+                    # second of imports): the next name asked runs it again, as a plain
+                    # import retried would.
                     loader.exec_module(module)
+                    if module.__dict__.get("__getattr__") is whole:
+                        del module.__dict__["__getattr__"]
             if attr in module.__dict__:
                 return module.__dict__[attr]
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")

@@ -8,8 +8,8 @@ Compute and makes these reads while the parent imports and asks the others; noth
 every answer is the cloud's of this run. The child uses the same adapter (cloud/network.py),
 and sends back plain copies of the client's messages (`plain`: the same field names, maps as
 dicts, lists as lists), which the inventory reads as it reads the messages themselves; an error
-comes back as the CloudError it was. Where there is no fork, or the child fails without an
-answer, the reads run in the parent as before.
+comes back as the CloudError it was. Where there is no fork, the fork fails (a process
+limit), or the child ends without an answer, the reads run in the parent as before.
 """
 
 from __future__ import annotations
@@ -86,11 +86,24 @@ class Forked:
         self._fd: int | None = None
         if not hasattr(os, "fork"):
             return
-        rfd, wfd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
+        stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        try:
+            rfd, wfd = os.pipe()
+        except OSError:   # out of file descriptors: read in this process
+            return
+        # A stop signal between the fork and the child's own handlers would run this
+        # process's code in the child: held until each side is ready for it.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            pid = os.fork()
+        except OSError:   # EAGAIN (a process limit), ENOMEM: read in this process
             os.close(rfd)
-            _child(cfg, endpoints, wfd)
+            os.close(wfd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            return
+        if pid == 0:  # the child: never returns
+            _child(cfg, endpoints, rfd, wfd, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(wfd)
         self.pid, self._fd = pid, rfd
 
@@ -146,13 +159,16 @@ def forked(cfg: RLConfig, endpoints: Endpoints) -> Iterator[Forked]:
         reads.close()
 
 
-def _child(cfg: RLConfig, endpoints: Endpoints, fd: int) -> None:
+def _child(cfg: RLConfig, endpoints: Endpoints, rfd: int, fd: int, held: set[Any]
+           ) -> None:
     """Read, send one pickled answer down `fd`, and leave without the parent's exit handlers
     (they belong to the parent: its output, its temporary folders)."""
     code = 0
     try:
+        os.close(rfd)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             answer: tuple[Any, ...] = ("ok", plain_reads(asyncio.run(_read_closing(cfg, endpoints))))
         except CloudError as exc:  # pickled with its fields (CloudError.__reduce__)

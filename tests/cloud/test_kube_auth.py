@@ -122,3 +122,18 @@ async def test_the_daemon_layout_one_app_on_an_http_and_an_https_site(tmp_path, 
                 assert resp.status == 404, "Google surfaces are not on the cluster endpoint"
     finally:
         await runner.cleanup()
+
+
+def test_credentials_are_loaded_once_until_the_adc_file_changes(api) -> None:
+    """One ADC object a process (parsing a key again cost 0.1 s a call), until the file is
+    written again, as `gcloud auth application-default login` does: then the new one."""
+    import os
+
+    endpoints = dataclasses.replace(api.endpoints)
+    first = endpoints.credentials()
+    assert endpoints.credentials() is first
+    assert endpoints.adc_file is not None
+    stat = os.stat(endpoints.adc_file)
+    os.utime(endpoints.adc_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    second = endpoints.credentials()
+    assert second is not first and endpoints.credentials() is second
