@@ -317,6 +317,12 @@ class KubeStore:
         rtype = resource(plural_key)
         return copy.deepcopy(self._stored(rtype, namespace, name))
 
+    def peek(self, plural_key: str, name: str, namespace: str | None = None) -> dict:
+        """The stored object itself, not a copy, for a read-only hot path: the kubelet's probe
+        loop reads its pod before every probe (hundreds a second at speed 300), and copying it
+        each time was the daemon's largest cost at rest. The caller must not change it."""
+        return self._stored(resource(plural_key), namespace, name)
+
     def _select(self, rtype: ResourceType, namespace: str | None, label_selector: str | None,
                 field_selector: str | None) -> Callable[[dict], bool]:
         allowed = {"metadata.name", "metadata.namespace", *rtype.fields}

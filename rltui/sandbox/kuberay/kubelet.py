@@ -41,6 +41,13 @@ class _ConfigError(Exception):
     """A container's env cannot be built (kubelet: CreateContainerConfigError)."""
 
 
+def _live(pod: dict, uid: str) -> dict:
+    """The pod, unless it was replaced (another uid) or is terminating: _Gone."""
+    if _meta(pod)["uid"] != uid or _meta(pod).get("deletionTimestamp"):
+        raise _Gone
+    return pod
+
+
 def _go_duration(seconds: float) -> str:
     """Go's time.Duration text, as kubelet messages print it (7m0.412s)."""
     minutes, secs = divmod(seconds, 60)
@@ -92,9 +99,15 @@ class Kubelet(Probes):
             pod = await self.store.get("pods", name, ns)
         except KubeError:
             raise _Gone from None
-        if _meta(pod)["uid"] != uid or _meta(pod).get("deletionTimestamp"):
-            raise _Gone
-        return pod
+        return _live(pod, uid)
+
+    def _pod_view(self, uid: str, ns: str, name: str) -> dict:
+        """`_pod` without the copy (KubeStore.peek): to read, never to change."""
+        try:
+            pod = self.store.peek("pods", name, ns)
+        except KubeError:
+            raise _Gone from None
+        return _live(pod, uid)
 
     async def _set_status(self, uid: str, ns: str, name: str, status: dict) -> dict:
         pod = await self._pod(uid, ns, name)

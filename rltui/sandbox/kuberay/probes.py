@@ -52,6 +52,7 @@ from rltui.sandbox.kube.errors import KubeError
 from rltui.sandbox.kuberay.pods import BACKOFF_RESET_S, _condition, _meta, restart_backoff_s
 
 MIN_PERIOD_S = 0.05
+SHARE_S = MIN_PERIOD_S
 AGENT_WAIT_S = 60.0
 # Container port of each `ray start` flag when the pod's command does not set it (KubeRay's
 # defaults: templates.py writes --dashboard-agent-listen-port and --metrics-export-port).
@@ -94,13 +95,44 @@ class Result:
     output: str
 
 
-async def _get(session: aiohttp.ClientSession, url: str, timeout: float) -> tuple[int, str]:
+async def _get(session: aiohttp.ClientSession | SharedGets, url: str, timeout: float) -> tuple[int, str]:
+    if isinstance(session, SharedGets):
+        return await session.get(url, timeout)
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as resp:
         return resp.status, await resp.text(errors="replace")
 
 
+class SharedGets:
+    """GETs of one local URL started within SHARE_S of each other share one request.
+
+    Emulated workers have no process: their probes all reach their cluster's one local head
+    (module docstring), so each worker's GET of a URL at a moment would get the same answer as
+    its neighbour's. Eight workers' readiness and liveness probes at a speed-300 clock's
+    MIN_PERIOD_S sent ~320 GETs a second to the head's agent, each a new connection (the
+    kubelet's prober disables keep-alive: k8s.io/kubernetes pkg/probe/http/request.go): the
+    agent and this daemon spent half a core of the machine on them. Each caller keeps its own
+    timeout; the request keeps the first caller's."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, tuple[float, asyncio.Future[tuple[int, str]]]] = {}
+
+    async def get(self, url: str, timeout: float) -> tuple[int, str]:
+        now = time.monotonic()
+        hit = self._recent.get(url)
+        if hit is None or now - hit[0] > SHARE_S:
+            request = asyncio.ensure_future(self._fetch(url, timeout))
+            request.add_done_callback(lambda r: r.cancelled() or r.exception())
+            hit = self._recent[url] = (now, request)
+        return await asyncio.wait_for(asyncio.shield(hit[1]), timeout)
+
+    @staticmethod
+    async def _fetch(url: str, timeout: float) -> tuple[int, str]:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            return await _get(session, url, timeout)
+
+
 async def run_probe(probe: dict, container: dict, ports: dict[int, int], pod_ip: str,
-                    session: aiohttp.ClientSession) -> Result:
+                    session: aiohttp.ClientSession | SharedGets) -> Result:
     """One run of a Probe (the Kubernetes object) against the local ports behind the container's."""
     timeout = float(probe.get("timeoutSeconds") or 1)
     if "httpGet" in probe:
@@ -139,7 +171,7 @@ def _port(value: object, container: dict) -> int:
 
 
 async def _exec(command: list[str], ports: dict[int, int], timeout: float,
-                session: aiohttp.ClientSession) -> Result:
+                session: aiohttp.ClientSession | SharedGets) -> Result:
     if len(command) != 3 or command[0].rsplit("/", 1)[-1] not in ("bash", "sh") or command[1] != "-c":
         return Result(False, _NOT_RUN)
     checks = [_WGET.match(part.strip()) for part in command[2].split(" && ")]
@@ -197,6 +229,12 @@ class Probes:
     def _real(self, cloud_s: float) -> float:
         return max(cloud_s / self.clock.speed, MIN_PERIOD_S)
 
+    def _shared_gets(self) -> SharedGets:
+        gets: SharedGets | None = getattr(self, "_gets", None)
+        if gets is None:
+            gets = self._gets = SharedGets()
+        return gets
+
     async def _probe_container(self, uid: str, ns: str, name: str, restarts: int,
                                ports: Callable[[], dict[int, int] | None],
                                alive: Callable[[], bool]) -> bool:
@@ -210,30 +248,30 @@ class Probes:
         ready_probe = next((w for w in workers if w.kind == "Readiness"), None)
         start = time.monotonic()
         due = {w.kind: start + self._real(float(w.probe.get("initialDelaySeconds") or 0)) for w in workers}
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
-            while alive():
-                worker = min(workers, key=lambda w: due[w.kind])
-                await asyncio.sleep(max(0.0, due[worker.kind] - time.monotonic()))
-                if not alive():
-                    break
-                pod = await self._pod(uid, ns, name)
-                if _restart_count(pod) != restarts:
-                    return False  # restarted meanwhile (e.g. its raylet lost the GCS): a new container
-                result = await run_probe(worker.probe, container, ports() or {},
-                                         (pod.get("status") or {}).get("podIP", ""), session)
-                due[worker.kind] = time.monotonic() + self._real(float(worker.probe.get("periodSeconds") or 10))
-                node = pod["spec"].get("nodeName")
-                if not result.ok:
-                    await self._event(pod, "Warning", "Unhealthy", f"{worker.kind} probe failed: {result.output}",
-                                      "kubelet", node)
-                worker.record(result.ok)
-                if worker.kind == "Liveness" and not worker.ok:
-                    await self._event(pod, "Normal", "Killing", f"Container {container['name']} failed liveness"
-                                      " probe, will be restarted", "kubelet", node)
-                    return True
-                ready = ready_probe.ok if ready_probe is not None else True
-                if (_condition(pod, "Ready").get("status") == "True") != ready:
-                    await self._mark_running(uid, ns, name, ready=ready, restarts=restarts)
+        session = self._shared_gets()
+        while alive():
+            worker = min(workers, key=lambda w: due[w.kind])
+            await asyncio.sleep(max(0.0, due[worker.kind] - time.monotonic()))
+            if not alive():
+                break
+            pod = self._pod_view(uid, ns, name)
+            if _restart_count(pod) != restarts:
+                return False  # restarted meanwhile (e.g. its raylet lost the GCS): a new container
+            result = await run_probe(worker.probe, container, ports() or {},
+                                     (pod.get("status") or {}).get("podIP", ""), session)
+            due[worker.kind] = time.monotonic() + self._real(float(worker.probe.get("periodSeconds") or 10))
+            node = pod["spec"].get("nodeName")
+            if not result.ok:
+                await self._event(pod, "Warning", "Unhealthy", f"{worker.kind} probe failed: {result.output}",
+                                  "kubelet", node)
+            worker.record(result.ok)
+            if worker.kind == "Liveness" and not worker.ok:
+                await self._event(pod, "Normal", "Killing", f"Container {container['name']} failed liveness"
+                                  " probe, will be restarted", "kubelet", node)
+                return True
+            ready = ready_probe.ok if ready_probe is not None else True
+            if (_condition(pod, "Ready").get("status") == "True") != ready:
+                await self._mark_running(uid, ns, name, ready=ready, restarts=restarts)
         return False
 
     async def _agent_listening(self, port: int, alive: Callable[[], bool]) -> None:
