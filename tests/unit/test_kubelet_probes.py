@@ -74,6 +74,9 @@ class FakeKubelet(Probes):
     async def _pod(self, uid: str, ns: str, name: str) -> dict:
         return self.pod
 
+    def _pod_view(self, uid: str, ns: str, name: str) -> dict:
+        return self.pod
+
     async def _event(self, obj: dict, kind: str, reason: str, message: str, component: str,
                      host: Any = None) -> None:
         if (reason, message) not in self.events:
