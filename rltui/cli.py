@@ -270,11 +270,8 @@ def _until_signal(make: Callable[[], Any]) -> int:
     return asyncio.run(main())
 
 
-def _headless(args: argparse.Namespace, run: Callable[..., Any],
-              before_loop: Callable[..., Any] | None = None) -> int:
-    """Load env.sh, pick the endpoints, run one headless command to its exit code.
-    `before_loop(cfg, endpoints)`: a context manager entered before the event loop starts,
-    whose value `run` gets as a third argument."""
+def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
+    """Load env.sh, pick the endpoints, run one headless command to its exit code."""
     from .cloud.errors import CloudError
     from .plan.engine import endpoints_for
     from .plan.jobs import Refused
@@ -283,12 +280,8 @@ def _headless(args: argparse.Namespace, run: Callable[..., Any],
     _, cfg = _load_env(args.env)
     try:
         endpoints = endpoints_for(getattr(args, "sandbox", False))
-        if before_loop is None:
-            endpoints.require_credentials()
-            return _until_signal(lambda: run(cfg, endpoints))
-        with before_loop(cfg, endpoints) as prepared:
-            endpoints.require_credentials()
-            return _until_signal(lambda: run(cfg, endpoints, prepared))
+        endpoints.require_credentials()
+        return _until_signal(lambda: run(cfg, endpoints))
     except Refused as exc:
         raise UsageError(str(exc)) from None
     except CloudError as exc:
@@ -327,13 +320,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from .plan.computereads import forked
 
-    def run(cfg: Any, endpoints: Any, compute: Any) -> Any:
-        from . import headless
+    # First thing: a child imports Compute's clients while env.sh is read, then makes the
+    # Compute reads while this process asks the rest (plan/computereads.py).
+    with forked() as compute:
+        def run(cfg: Any, endpoints: Any) -> Any:
+            from . import headless
 
-        return headless.status(cfg, endpoints, as_json=args.json, compute=compute)
+            compute.ask(cfg, endpoints)
+            return headless.status(cfg, endpoints, as_json=args.json, compute=compute)
 
-    # Compute's reads start in a child process as soon as env.sh is read (plan/computereads.py).
-    return _headless(args, run, before_loop=forked)
+        return _headless(args, run)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

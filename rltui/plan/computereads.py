@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import pickle
@@ -29,6 +30,7 @@ from ..cloud.errors import CloudError
 
 if TYPE_CHECKING:
     from ..cloud.endpoints import Endpoints
+    from ..cloud.network import NetworkAdapter
     from ..config import RLConfig
     from .context import Context
 
@@ -50,10 +52,12 @@ class ComputeReads:
 
 async def read(ctx: Context) -> ComputeReads:
     """Every Compute list and get the inventory needs, at once."""
-    cfg, net = ctx.cfg, ctx.network
-    region = cfg.region
+    return await _read(ctx.network, ctx.cfg.region, ctx.cfg.address_name)
+
+
+async def _read(net: NetworkAdapter, region: str, address_name: str) -> ComputeReads:
     networks, address, routers, nat_ips, firewalls, subnets = await asyncio.gather(
-        net.networks(), net.address(cfg.address_name), net.routers(region),
+        net.networks(), net.address(address_name), net.routers(region),
         net.regional_addresses(region), net.firewalls(), net.subnetworks(region))
     return ComputeReads(networks, address, routers, nat_ips, firewalls, subnets)
 
@@ -75,20 +79,27 @@ def plain(value: Any) -> Any:
     return value
 
 
-class Forked:
-    """`read`, started in a forked child at construction: before the caller's event loop and
-    any thread exist (fork copies only the calling thread). `result()` collects it inside the
-    loop; `close()` ends a child whose answer is no longer wanted."""
+# The services `_read` calls: the child imports them before it is asked (cloud/imports.py).
+SERVICES = ("Networks", "GlobalAddresses", "Routers", "Addresses", "Firewalls", "Subnetworks")
 
-    def __init__(self, cfg: RLConfig, endpoints: Endpoints) -> None:
-        self.cfg, self.endpoints = cfg, endpoints
+
+class Forked:
+    """A child forked at construction, first thing in the command (one thread, nothing heavy
+    loaded yet): it imports Compute's clients while this process reads env.sh and loads its
+    own, then waits for `ask(cfg, endpoints)` and makes the reads. `result()` collects them
+    inside the event loop; `close()` ends a child whose answer is no longer wanted (never
+    asked: bad input, an error before the cloud was asked)."""
+
+    def __init__(self) -> None:
         self.pid: int | None = None
-        self._fd: int | None = None
+        self._answer: int | None = None   # the child's answer, read here
+        self._ask: int | None = None      # the question, written here
         if not hasattr(os, "fork"):
             return
         stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         try:
-            rfd, wfd = os.pipe()
+            answer_r, answer_w = os.pipe()
+            ask_r, ask_w = os.pipe()
         except OSError:   # out of file descriptors: read in this process
             return
         # A stop signal between the fork and the child's own handlers would run this
@@ -97,20 +108,36 @@ class Forked:
         try:
             pid = os.fork()
         except OSError:   # EAGAIN (a process limit), ENOMEM: read in this process
-            os.close(rfd)
-            os.close(wfd)
+            for fd in (answer_r, answer_w, ask_r, ask_w):
+                os.close(fd)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
             return
         if pid == 0:  # the child: never returns
-            _child(cfg, endpoints, rfd, wfd, held)
+            _child((answer_r, ask_w), ask_r, answer_w, held)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        os.close(wfd)
-        self.pid, self._fd = pid, rfd
+        os.close(answer_w)
+        os.close(ask_r)
+        self.pid, self._answer, self._ask = pid, answer_r, ask_w
+
+    def ask(self, cfg: RLConfig, endpoints: Endpoints) -> None:
+        """What to read, for which project, through which endpoints (without their loaded
+        credentials: the child loads its own)."""
+        if self._ask is None:
+            return
+        fd, self._ask = self._ask, None
+        question = pickle.dumps((dataclasses.replace(endpoints), cfg.project_id, cfg.region,
+                                 cfg.address_name))
+        try:
+            _write_all(fd, question)
+        except OSError:   # the child is gone: result() reads here
+            pass
+        finally:
+            os.close(fd)
 
     async def result(self, ctx: Context) -> ComputeReads:
         """The child's reads (or its CloudError, raised here); in this process when it gave none."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
+        if self._answer is not None and self._ask is None:
+            fd, self._answer = self._answer, None
             try:
                 data = await asyncio.to_thread(_read_all, fd)
             except asyncio.CancelledError:
@@ -132,9 +159,10 @@ class Forked:
         return await read(ctx)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._answer, self._ask):
+            if fd is not None:
+                os.close(fd)
+        self._answer = self._ask = None
         self._kill()
         self._reap()
 
@@ -151,52 +179,62 @@ class Forked:
 
 
 @contextlib.contextmanager
-def forked(cfg: RLConfig, endpoints: Endpoints) -> Iterator[Forked]:
-    reads = Forked(cfg, endpoints)
+def forked() -> Iterator[Forked]:
+    reads = Forked()
     try:
         yield reads
     finally:
         reads.close()
 
 
-def _child(cfg: RLConfig, endpoints: Endpoints, rfd: int, fd: int, held: set[Any]
-           ) -> None:
-    """Read, send one pickled answer down `fd`, and leave without the parent's exit handlers
-    (they belong to the parent: its output, its temporary folders)."""
+def _child(parents: tuple[int, int], ask: int, fd: int, held: set[Any]) -> None:
+    """Import, wait for the question, read, send one pickled answer down `fd`, and leave
+    without the parent's exit handlers (they belong to the parent: its output, its temporary
+    folders). No question (the parent closed its end): leave at once."""
     code = 0
     try:
-        os.close(rfd)
+        for end in parents:
+            os.close(end)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
-            answer: tuple[Any, ...] = ("ok", plain_reads(asyncio.run(_read_closing(cfg, endpoints))))
+            from ..cloud.imports import compute_client
+
+            for kind in SERVICES:
+                compute_client(kind)
+            question = _read_all(ask)
+            if not question:
+                return
+            endpoints, project, region, address_name = pickle.loads(question)
+            reads = asyncio.run(_read_closing(endpoints, project, region, address_name))
+            answer: tuple[Any, ...] = ("ok", plain_reads(reads))
         except CloudError as exc:  # pickled with its fields (CloudError.__reduce__)
             answer = ("error", exc)
         except BaseException as exc:  # noqa: BLE001 - anything else: the parent reads itself
             answer = ("crash", f"{type(exc).__name__}: {exc}")
-        data = pickle.dumps(answer)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, pickle.dumps(answer))
     except BaseException:  # noqa: BLE001 - nothing may escape into the parent's code
         code = 1
     finally:
         os._exit(code)
 
 
-async def _read_closing(cfg: RLConfig, endpoints: Endpoints) -> ComputeReads:
-    from .context import Context
+async def _read_closing(endpoints: Endpoints, project: str, region: str,
+                        address_name: str) -> ComputeReads:
+    from ..cloud.network import NetworkAdapter
 
-    ctx = Context(cfg, endpoints)
-    try:
-        return await read(ctx)
-    finally:
-        await ctx.close()
+    return await _read(NetworkAdapter(endpoints, project), region, address_name)
 
 
 def plain_reads(reads: ComputeReads) -> ComputeReads:
     return ComputeReads(*(plain(getattr(reads, f)) for f in ComputeReads.__dataclass_fields__))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _read_all(fd: int) -> bytes:

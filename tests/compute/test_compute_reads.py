@@ -56,8 +56,9 @@ def view(reads: computereads.ComputeReads) -> dict[str, object]:
 def test_the_childs_answer_reads_as_the_clients_messages(cloud) -> None:
     ctx = seeded(cloud)
     here = asyncio.run(computereads.read(ctx))
-    with computereads.forked(ctx.cfg, ctx.endpoints) as child:
+    with computereads.forked() as child:
         assert child.pid is not None
+        child.ask(ctx.cfg, ctx.endpoints)
         there = asyncio.run(child.result(ctx))
     assert view(there) == view(here)
     assert view(there)["router"][2] == [(f"cloud-nat-{R}", [
@@ -70,11 +71,12 @@ def test_the_childs_answer_reads_as_the_clients_messages(cloud) -> None:
 def test_the_childs_cloud_error_is_raised_in_the_parent(cloud, monkeypatch) -> None:
     ctx = seeded(cloud)
 
-    async def refused(_ctx: Context) -> computereads.ComputeReads:
+    async def refused(*_args: object) -> computereads.ComputeReads:
         raise CloudError("list networks: PERMISSION_DENIED", transient=False, code="PERMISSION_DENIED")
 
-    monkeypatch.setattr(computereads, "read", refused)   # the child is forked after this
-    with computereads.forked(ctx.cfg, ctx.endpoints) as child:
+    monkeypatch.setattr(computereads, "_read", refused)   # the child is forked after this
+    with computereads.forked() as child:
+        child.ask(ctx.cfg, ctx.endpoints)
         with pytest.raises(CloudError) as err:
             asyncio.run(child.result(ctx))
     assert (err.value.message, err.value.transient, err.value.code) == \
@@ -88,7 +90,8 @@ def test_a_child_without_an_answer_leaves_the_reads_to_the_parent(cloud, monkeyp
         raise RuntimeError("cannot copy")
 
     monkeypatch.setattr(computereads, "plain_reads", broken)
-    with caplog.at_level(logging.WARNING), computereads.forked(ctx.cfg, ctx.endpoints) as child:
+    with caplog.at_level(logging.WARNING), computereads.forked() as child:
+        child.ask(ctx.cfg, ctx.endpoints)
         reads = asyncio.run(child.result(ctx))
     assert NET in view(reads)["networks"]
     assert "RuntimeError: cannot copy; reading here" in caplog.text
@@ -98,13 +101,16 @@ def test_the_parent_never_loads_google_cloud_compute(cloud) -> None:
     seeded(cloud)
     script = f"""
 import asyncio, json, sys
+from rltui.plan import computereads
+child = computereads.Forked()   # first thing, as `rltui status` does
 from rltui.cloud.endpoints import Endpoints
 from rltui.plan import computereads
 from rltui.plan.context import Context
 from tests.plan.fakes import b200_config
 ctx = Context(b200_config({P!r}), Endpoints(label="SANDBOX", compute_url={cloud.endpoint!r}))
-with computereads.forked(ctx.cfg, ctx.endpoints) as child:
-    reads = asyncio.run(child.result(ctx))
+child.ask(ctx.cfg, ctx.endpoints)
+reads = asyncio.run(child.result(ctx))
+child.close()
 print(json.dumps([[n.name for n in reads.networks],
                   sorted(m for m in sys.modules if m.startswith("google.cloud.compute_v1"))]))
 """
@@ -131,3 +137,15 @@ print(json.dumps([before, compute_v1.FirewallsClient.__name__, len(compute_v1.__
     # the Networks client brings the operations client its long-running calls poll with
     assert before == ["global_operations", "networks"]
     assert firewalls == "FirewallsClient" and exported > 1000
+
+
+def test_a_child_never_asked_is_ended_with_its_parents_command() -> None:
+    """Bad input (exit 2) or an error before the cloud was asked: the child goes, no zombie."""
+    import os
+
+    with computereads.forked() as child:
+        pid = child.pid
+        assert pid is not None
+    assert child.pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
