@@ -33,17 +33,17 @@ RLTUI = [sys.executable, "-m", "rltui.cli"]
 
 # What `rltui status` loads before it asks anything, in the order it needs them, in two fresh
 # interpreters as it runs: the parent (its own code, then grpc's clients and kubernetes) and the
-# Compute child, forked once env.sh is read (rltui/plan/computereads.py).
+# Compute child, forked first thing (rltui/cloud/computereads.py).
 FLOOR = r"""
 import importlib, json, sys, time
 def load(*names):
     return lambda: [importlib.import_module(m) for m in names]
 def imports():
     return importlib.import_module("rltui.cloud.imports")
-before_fork = [("rltui: cli, config, plan.engine (before the fork)",
-                load("rltui.cli", "rltui.config", "rltui.plan.engine", "rltui.plan.computereads"))]
+before_fork = [("rltui: cli (before the fork)", load("rltui.cli", "rltui.cloud.computereads"))]
 parent = before_fork + [
-    ("rltui: headless, inventory", load("rltui.headless", "rltui.plan.inventory")),
+    ("rltui: config, plan, headless, inventory", load("rltui.config", "rltui.plan.engine",
+                                                      "rltui.headless", "rltui.plan.inventory")),
     ("grpc, google-api-core, google-auth", load("google.api_core.grpc_helpers_async",
                                                 "google.oauth2.service_account",
                                                 "google.auth.transport.requests")),

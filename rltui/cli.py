@@ -318,10 +318,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .plan.computereads import forked
+    from .cloud.computereads import forked
 
     # First thing: a child imports Compute's clients while env.sh is read, then makes the
-    # Compute reads while this process asks the rest (plan/computereads.py).
+    # Compute reads while this process asks the rest (cloud/computereads.py).
     with forked() as compute:
         def run(cfg: Any, endpoints: Any) -> Any:
             from . import headless

@@ -23,7 +23,7 @@ from .plan.view import fmt_s
 
 if TYPE_CHECKING:
     from .cloud.endpoints import Endpoints
-    from .plan.computereads import Forked
+    from .cloud.computereads import Forked
     from .plan.runner import RunEvent
 
 __all__ = ["Refused", "endpoints_for", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import re
 from dataclasses import asdict, dataclass, replace
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_health
@@ -33,7 +34,7 @@ from .ownership import (address_marked, cluster_marked, hand_delete, lustre_rule
 
 if TYPE_CHECKING:
     from ..cost import Estimate, Prices
-    from .computereads import ComputeReads, Forked
+    from ..cloud.computereads import ComputeReads, Forked
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"
@@ -132,7 +133,7 @@ async def collect_with_job(ctx: Context, compute: Forked | None = None
                            ) -> tuple[list[Resource], dict[str, Any] | None]:
     """`collect`, and the newest job's summary (plan/jobs.py `job_summary`) when the RayCluster
     exists (a supervised run is known from its record even while the RayCluster recovers).
-    `compute`: the Compute reads, already under way in a child process (plan/computereads.py)."""
+    `compute`: the Compute reads, already under way in a child process (cloud/computereads.py)."""
     return await _gather(ctx, with_job=True, compute=compute)
 
 
@@ -142,13 +143,15 @@ async def _gather(ctx: Context, *, with_job: bool, compute: Forked | None = None
     the cloud's lists and gets at once; the peering once its network and Service Networking
     are known; the Kubernetes objects (and the job) once the cluster is known to run, with the
     API token fetched while the cluster is asked for (it does not depend on the cluster)."""
-    from . import computereads
+    from ..cloud import computereads
 
     cfg = ctx.cfg
     cluster_call = asyncio.ensure_future(ctx.gke.get())
     creds_call = asyncio.ensure_future(_fresh_credentials(ctx))
-    reads_call = asyncio.ensure_future(compute.result(ctx) if compute is not None
-                                       else computereads.read(ctx))
+    def here() -> Awaitable[ComputeReads]:
+        return computereads.read(ctx.network, cfg.region, cfg.address_name)
+
+    reads_call = asyncio.ensure_future(compute.result(here) if compute is not None else here())
     region = cfg.region
     try:
         (cluster, clusters, reads, lustre_all, peering, (kube_objects, job, nodes)

@@ -1,4 +1,4 @@
-"""`rltui status` asks Compute from a forked child (rltui/plan/computereads.py): the child's
+"""`rltui status` asks Compute from a forked child (rltui/cloud/computereads.py): the child's
 answer reads as the client's own messages do, its CloudError is the parent's, a child that
 answers nothing leaves the reads to the parent, and the parent never loads google-cloud-compute.
 Against the sandbox's Compute REST routes (tests/compute/conftest.py), through compute_v1."""
@@ -17,7 +17,7 @@ from google.cloud import compute_v1
 
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.errors import CloudError
-from rltui.plan import computereads
+from rltui.cloud import computereads
 from rltui.plan.context import Context
 from tests.compute.test_routers import NET, P, R, make_network, make_router, nat_ip
 from tests.plan.fakes import b200_config
@@ -40,6 +40,11 @@ def seeded(cloud) -> Context:
     return Context(b200_config(P), Endpoints(label="SANDBOX", compute_url=cloud.endpoint))
 
 
+def read_here(ctx: Context):
+    """The reads in this process: what a child that gave no answer leaves to the parent."""
+    return lambda: computereads.read(ctx.network, ctx.cfg.region, ctx.cfg.address_name)
+
+
 def view(reads: computereads.ComputeReads) -> dict[str, object]:
     """What the inventory reads of the answers (plan/inventory.py, leftovers.py)."""
     router = reads.routers[0]
@@ -55,11 +60,11 @@ def view(reads: computereads.ComputeReads) -> dict[str, object]:
 
 def test_the_childs_answer_reads_as_the_clients_messages(cloud) -> None:
     ctx = seeded(cloud)
-    here = asyncio.run(computereads.read(ctx))
+    here = asyncio.run(read_here(ctx)())
     with computereads.forked() as child:
         assert child.pid is not None
         child.ask(ctx.cfg, ctx.endpoints)
-        there = asyncio.run(child.result(ctx))
+        there = asyncio.run(child.result(read_here(ctx)))
     assert view(there) == view(here)
     assert view(there)["router"][2] == [(f"cloud-nat-{R}", [
         f"https://www.googleapis.com/compute/v1/projects/{P}/regions/{R}/addresses/{NET}-nat-ips-{R}-{i}"
@@ -74,11 +79,11 @@ def test_the_childs_cloud_error_is_raised_in_the_parent(cloud, monkeypatch) -> N
     async def refused(*_args: object) -> computereads.ComputeReads:
         raise CloudError("list networks: PERMISSION_DENIED", transient=False, code="PERMISSION_DENIED")
 
-    monkeypatch.setattr(computereads, "_read", refused)   # the child is forked after this
+    monkeypatch.setattr(computereads, "read", refused)   # the child is forked after this
     with computereads.forked() as child:
         child.ask(ctx.cfg, ctx.endpoints)
         with pytest.raises(CloudError) as err:
-            asyncio.run(child.result(ctx))
+            asyncio.run(child.result(read_here(ctx)))
     assert (err.value.message, err.value.transient, err.value.code) == \
         ("list networks: PERMISSION_DENIED", False, "PERMISSION_DENIED")
 
@@ -92,7 +97,7 @@ def test_a_child_without_an_answer_leaves_the_reads_to_the_parent(cloud, monkeyp
     monkeypatch.setattr(computereads, "plain_reads", broken)
     with caplog.at_level(logging.WARNING), computereads.forked() as child:
         child.ask(ctx.cfg, ctx.endpoints)
-        reads = asyncio.run(child.result(ctx))
+        reads = asyncio.run(child.result(read_here(ctx)))
     assert NET in view(reads)["networks"]
     assert "RuntimeError: cannot copy; reading here" in caplog.text
 
@@ -101,15 +106,14 @@ def test_the_parent_never_loads_google_cloud_compute(cloud) -> None:
     seeded(cloud)
     script = f"""
 import asyncio, json, sys
-from rltui.plan import computereads
+from rltui.cloud import computereads
 child = computereads.Forked()   # first thing, as `rltui status` does
 from rltui.cloud.endpoints import Endpoints
-from rltui.plan import computereads
 from rltui.plan.context import Context
 from tests.plan.fakes import b200_config
 ctx = Context(b200_config({P!r}), Endpoints(label="SANDBOX", compute_url={cloud.endpoint!r}))
 child.ask(ctx.cfg, ctx.endpoints)
-reads = asyncio.run(child.result(ctx))
+reads = asyncio.run(child.result(lambda: computereads.read(ctx.network, "us-east1", "x")))
 child.close()
 print(json.dumps([[n.name for n in reads.networks],
                   sorted(m for m in sys.modules if m.startswith("google.cloud.compute_v1"))]))

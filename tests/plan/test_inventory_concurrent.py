@@ -73,7 +73,7 @@ async def test_the_inventory_asks_every_independent_call_at_once(sandbox, tmp_pa
         await ctx.close()
     assert [r for r in resources if r.present] == [], "a fresh project holds nothing"
     names = sorted(n for n, _, _ in spans)
-    # The peering's network is read from the networks' list (plan/computereads.py), no get.
+    # The peering's network is read from the networks' list (cloud/computereads.py), no get.
     assert names == sorted(["GkeAdapter.get", "GkeAdapter.list", "LustreAdapter.list",
                             "NetworkAdapter.networks", "NetworkAdapter.address",
                             "NetworkAdapter.enabled_apis", "NetworkAdapter.peering"]), names

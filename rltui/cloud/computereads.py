@@ -5,7 +5,7 @@ clients it asks (grpc, google-cloud-container, -lustre, -service-usage, kubernet
 google-cloud-compute, whose message classes alone take 0.55 s (proto-plus builds some 2,200
 classes in types/compute.py). On two cores, a child forked before the event loop starts imports
 Compute and makes these reads while the parent imports and asks the others; nothing is cached,
-every answer is the cloud's of this run. The child uses the same adapter (cloud/network.py),
+every answer is the cloud's of this run. The child uses the same adapter (network.py),
 and sends back plain copies of the client's messages (`plain`: the same field names, maps as
 dicts, lists as lists), which the inventory reads as it reads the messages themselves; an error
 comes back as the CloudError it was. Where there is no fork, the fork fails (a process
@@ -14,25 +14,23 @@ limit), or the child ends without an answer, the reads run in the parent as befo
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 import os
 import pickle
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from ..cloud.errors import CloudError
-
+# Loaded first thing in `rltui status`, before its fork: nothing here imports more than the
+# standard library until it is used (asyncio, the adapters, the errors come later).
 if TYPE_CHECKING:
-    from ..cloud.endpoints import Endpoints
-    from ..cloud.network import NetworkAdapter
     from ..config import RLConfig
-    from .context import Context
+    from .endpoints import Endpoints
+    from .network import NetworkAdapter
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +48,10 @@ class ComputeReads:
         return next((n for n in self.networks if n.name == name), None)
 
 
-async def read(ctx: Context) -> ComputeReads:
+async def read(net: NetworkAdapter, region: str, address_name: str) -> ComputeReads:
     """Every Compute list and get the inventory needs, at once."""
-    return await _read(ctx.network, ctx.cfg.region, ctx.cfg.address_name)
+    import asyncio
 
-
-async def _read(net: NetworkAdapter, region: str, address_name: str) -> ComputeReads:
     networks, address, routers, nat_ips, firewalls, subnets = await asyncio.gather(
         net.networks(), net.address(address_name), net.routers(region),
         net.regional_addresses(region), net.firewalls(), net.subnetworks(region))
@@ -79,7 +75,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-# The services `_read` calls: the child imports them before it is asked (cloud/imports.py).
+# The services `read` calls: the child imports them before it is asked (cloud/imports.py).
 SERVICES = ("Networks", "GlobalAddresses", "Routers", "Addresses", "Firewalls", "Subnetworks")
 
 
@@ -134,8 +130,12 @@ class Forked:
         finally:
             os.close(fd)
 
-    async def result(self, ctx: Context) -> ComputeReads:
-        """The child's reads (or its CloudError, raised here); in this process when it gave none."""
+    async def result(self, here: Callable[[], Awaitable[ComputeReads]]) -> ComputeReads:
+        """The child's reads (or its CloudError, raised here); `here()`'s when it gave none."""
+        import asyncio
+
+        from .errors import CloudError
+
         if self._answer is not None and self._ask is None:
             fd, self._answer = self._answer, None
             try:
@@ -156,7 +156,7 @@ class Forked:
             if kind == "error" and isinstance(what, CloudError):
                 raise what
             log.warning("Compute reads in a child process: %s; reading here", what)
-        return await read(ctx)
+        return await here()
 
     def close(self) -> None:
         for fd in (self._answer, self._ask):
@@ -198,9 +198,12 @@ def _child(parents: tuple[int, int], ask: int, fd: int, held: set[Any]) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        try:
-            from ..cloud.imports import compute_client
+        import asyncio
 
+        from .errors import CloudError
+        from .imports import compute_client
+
+        try:
             for kind in SERVICES:
                 compute_client(kind)
             question = _read_all(ask)
@@ -222,9 +225,9 @@ def _child(parents: tuple[int, int], ask: int, fd: int, held: set[Any]) -> None:
 
 async def _read_closing(endpoints: Endpoints, project: str, region: str,
                         address_name: str) -> ComputeReads:
-    from ..cloud.network import NetworkAdapter
+    from .network import NetworkAdapter
 
-    return await _read(NetworkAdapter(endpoints, project), region, address_name)
+    return await read(NetworkAdapter(endpoints, project), region, address_name)
 
 
 def plain_reads(reads: ComputeReads) -> ComputeReads:
