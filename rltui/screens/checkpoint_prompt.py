@@ -15,10 +15,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ..widgets.inputframe import DrawsInputNow
+from .prompt import Prompt
 
 if TYPE_CHECKING:
     from ..plan.jobs import FolderChoice
@@ -26,20 +25,11 @@ if TYPE_CHECKING:
 RESUME, NEW = "resume", "new"
 
 
-class CheckpointPrompt(ModalScreen[str | None], DrawsInputNow):
+class CheckpointPrompt(Prompt):
     """Resume (r) or New folder (n); Escape (or Cancel) submits nothing. Dismissed with
     "resume", "new" or None. Resume is off when the newest step already reaches MAX_STEPS."""
 
-    DEFAULT_CSS = """
-    CheckpointPrompt { align: center middle; background: $background 60%; }
-    CheckpointPrompt > Vertical {
-        width: 100%; max-width: 76; height: auto; border: round $warning; background: $surface;
-        padding: 0 1;
-    }
-    CheckpointPrompt #checkpoint-text { height: auto; margin: 0 0 1 0; }
-    CheckpointPrompt Horizontal { height: auto; }
-    CheckpointPrompt Button { margin: 0 2 0 0; }
-    """
+    COPY_TITLE = "checkpoint folder"
     BINDINGS = [Binding("escape", "answer(None)", "cancel"),
                 Binding("r", "answer('resume')", "resume", show=False),
                 Binding("n", "answer('new')", "new folder", show=False)]
@@ -64,7 +54,7 @@ class CheckpointPrompt(ModalScreen[str | None], DrawsInputNow):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.text(), id="checkpoint-text")
+            yield Static(self.text(), id="checkpoint-text", classes="prompt-text")
             with Horizontal():
                 yield Button(f"Resume from step {self.found.newest}  r", id="checkpoint-resume",
                              variant="primary", compact=True, disabled=self.found.finished)
@@ -83,6 +73,3 @@ class CheckpointPrompt(ModalScreen[str | None], DrawsInputNow):
                         " to resume it", title="Not resumed", severity="warning")
             return
         self.dismiss(answer)
-
-    def pane_text(self) -> tuple[str, list[str]] | None:
-        return "checkpoint folder", self.text().plain.splitlines()

@@ -12,25 +12,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ..widgets.inputframe import DrawsInputNow
+from .prompt import Prompt
 
 
-class QuitPrompt(ModalScreen[bool], DrawsInputNow):
+class QuitPrompt(Prompt):
     """Quit (q, ctrl+q) or stay (s, Escape, and the button focused first: the safe answer)."""
 
-    DEFAULT_CSS = """
-    QuitPrompt { align: center middle; background: $background 60%; }
-    QuitPrompt > Vertical {
-        width: 100%; max-width: 76; height: auto; border: round $warning; background: $surface;
-        padding: 0 1;
-    }
-    QuitPrompt #quit-text { height: auto; margin: 0 0 1 0; }
-    QuitPrompt Horizontal { height: auto; }
-    QuitPrompt Button { margin: 0 2 0 0; }
-    """
+    COPY_TITLE = "quit"
     BINDINGS = [Binding("escape,s", "answer(False)", "stay"),
                 Binding("q", "answer(True)", "quit")]
 
@@ -52,7 +42,7 @@ class QuitPrompt(ModalScreen[bool], DrawsInputNow):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-box"):
-            yield Static(self.text(), id="quit-text")
+            yield Static(self.text(), id="quit-text", classes="prompt-text")
             with Horizontal():
                 yield Button("Stay  s / Esc", id="quit-stay", variant="primary", compact=True)
                 yield Button("Quit  q / ctrl+q", id="quit-yes", variant="error", compact=True)
@@ -63,8 +53,3 @@ class QuitPrompt(ModalScreen[bool], DrawsInputNow):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "quit-yes")
 
-    def action_answer(self, quit: bool) -> None:
-        self.dismiss(quit)
-
-    def pane_text(self) -> tuple[str, list[str]] | None:
-        return "quit", self.text().plain.splitlines()

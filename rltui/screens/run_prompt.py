@@ -9,28 +9,18 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ..widgets.inputframe import DrawsInputNow
+from .prompt import Prompt
 
 SAVE_AND_RUN, RUN_SAVED = "save", "saved"
 
 
-class RunWithUnsavedEdits(ModalScreen[str | None], DrawsInputNow):
+class RunWithUnsavedEdits(Prompt):
     """Save and run (s), run the saved env.sh (r), or cancel (Escape). Dismissed with
     "save", "saved" or None. Save and run is off while a field has a problem."""
 
-    DEFAULT_CSS = """
-    RunWithUnsavedEdits { align: center middle; background: $background 60%; }
-    RunWithUnsavedEdits > Vertical {
-        width: 100%; max-width: 76; height: auto; border: round $warning; background: $surface;
-        padding: 0 1;
-    }
-    RunWithUnsavedEdits #run-prompt-text { height: auto; margin: 0 0 1 0; }
-    RunWithUnsavedEdits Horizontal { height: auto; }
-    RunWithUnsavedEdits Button { margin: 0 2 0 0; }
-    """
+    COPY_TITLE = "run with unsaved edits"
     BINDINGS = [Binding("escape", "answer(None)", "cancel"),
                 Binding("s", "answer('save')", "save and run", show=False),
                 Binding("r", "answer('saved')", "run the saved env.sh", show=False)]
@@ -58,7 +48,7 @@ class RunWithUnsavedEdits(ModalScreen[str | None], DrawsInputNow):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="run-prompt-box"):
-            yield Static(self.text(), id="run-prompt-text")
+            yield Static(self.text(), id="run-prompt-text", classes="prompt-text")
             with Horizontal():
                 yield Button("Save and run  s", id="run-save", variant="primary", compact=True,
                              disabled=bool(self.problems))
@@ -78,6 +68,3 @@ class RunWithUnsavedEdits(ModalScreen[str | None], DrawsInputNow):
                         severity="warning")
             return
         self.dismiss(answer)
-
-    def pane_text(self) -> tuple[str, list[str]] | None:
-        return "run with unsaved edits", self.text().plain.splitlines()
