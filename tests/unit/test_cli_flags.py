@@ -23,14 +23,6 @@ def rltui(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess
                           text=True, timeout=60, cwd=cwd)
 
 
-@pytest.fixture
-def env_file(tmp_path: Path) -> Path:
-    path = tmp_path / "env.sh"
-    path.write_text((DATA / "devrel-demos.env.sh").read_text())
-    path.chmod(0o600)
-    return path
-
-
 def one_line(out: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in out.stderr + out.stdout
     lines = out.stderr.strip().splitlines()

@@ -24,14 +24,6 @@ def rltui(*args: object) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
-@pytest.fixture
-def env_file(tmp_path: Path) -> Path:
-    path = tmp_path / "env.sh"
-    path.write_text((DATA / "devrel-demos.env.sh").read_text())
-    path.chmod(0o600)
-    return path
-
-
 def test_a_misspelt_variable_fails_check_naming_both(env_file: Path) -> None:
     env_file.write_text(env_file.read_text() + 'export LUSTRE_CAPACTY="18000"\n')
     out = rltui("check", "--env", env_file)
