@@ -108,9 +108,9 @@ class SharedGets:
     Emulated workers have no process: their probes all reach their cluster's one local head
     (module docstring), so each worker's GET of a URL at a moment would get the same answer as
     its neighbour's. Eight workers' readiness and liveness probes at a speed-300 clock's
-    MIN_PERIOD_S sent ~320 GETs a second to the head's agent, each a new connection (the
-    kubelet's prober disables keep-alive: k8s.io/kubernetes pkg/probe/http/request.go): the
-    agent and this daemon spent half a core of the machine on them. Each caller keeps its own
+    MIN_PERIOD_S sent ~320 GETs a second to the head's agent, each a new connection (as the
+    exec probes' wget, a new process each time, makes; the request here keeps that): the agent
+    and this daemon spent half a core of the machine on them. Each caller keeps its own
     timeout; the request keeps the first caller's."""
 
     def __init__(self) -> None:
