@@ -183,8 +183,11 @@ def test_configure_to_teardown_in_a_real_terminal(terminal):
 
 # What each screen must show at 80x24 (a plain terminal, a split Cloud Shell pane), before
 # anything is provisioned: its title row, and words only a readable layout keeps on screen.
-SMALL = [("F2", ["Preflight"]), ("F3", ["PROJECT_ID", "CLUSTER_NAME"]),
-         ("F4", ["Steps", "xpk cluster create", "equivalent command"]), ("F7", ["run_nemo_rl.sh"]),
+# The Job screen stacks its panes there: the inputs whole first (the model's whole name), the
+# preview's tabs below them.
+SMALL = [("F2", ["Preflight"]), ("F3", ["PROJECT_ID", "CLUSTER_NAME", "] next"]),
+         ("F4", ["Steps", "xpk cluster create", "equivalent command"]),
+         ("F7", ["MAX_STEPS", "Qwen/Qwen2.5-72B-Instruct", "CHECKPOINT_DIR"]),
          ("F8", ["Pods", "Job log"]), ("F9", ["Lustre write throughput"]),
          ("F10", ["What exists now"])]
 
