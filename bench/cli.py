@@ -40,7 +40,9 @@ def load(*names):
     return lambda: [importlib.import_module(m) for m in names]
 def imports():
     return importlib.import_module("rltui.cloud.imports")
-before_fork = [("rltui: cli (before the fork)", load("rltui.cli", "rltui.cloud.computereads"))]
+before_fork = [("rltui: cli; google-auth, api-core, proto-plus (before the fork)",
+                load("rltui.cli", "rltui.cloud.computereads", "google.api_core.exceptions",
+                     "google.auth.transport.requests", "proto"))]
 parent = before_fork + [
     ("rltui: config, plan, headless, inventory", load("rltui.config", "rltui.plan.engine",
                                                       "rltui.headless", "rltui.plan.inventory")),
