@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint sandbox screens chaos bench ray-env
+.PHONY: test test-fast lint sandbox screens chaos bench ray-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ lint: $(STAMP)
 WORKERS ?= 2
 test: lint ray-env
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30
+
+# The fast loop while changing the engine or the core: the unit and plan tests that need no
+# sandbox and no Ray head (marker `slow` off), about 40 s here; docs/testing.md has the rest.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow and not chaos" tests/unit tests/plan
 
 # SIGKILL of up and down at seeded moments under --faults 0.2, and a preemption with no rltui
 # running (tests/chaos/test_chaos.py; RLTUI_CHAOS_SEED picks other moments). About 15 minutes.
