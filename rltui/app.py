@@ -181,7 +181,7 @@ class RLTuiApp(App):
         self.bus.step_records.subscribe(self, self._job.records)
         if self.session is None:
             return
-        # Once the first frame is out (issue 13): the worker's imports would hold the GIL.
+        # Once the first frame is out: the worker's imports would hold the GIL.
         self.call_after_refresh(self._boot)
 
     @work(thread=True, exclusive=True, group="boot", exit_on_error=False)
@@ -404,7 +404,7 @@ class RLTuiApp(App):
         # Once a process, at the first text (the follower's clients exist by then): what lives
         # then (imports, screens, clients) leaves the cyclic collector's scans ("gc.freeze",
         # Python docs, gc module). Full collections walked it all, 180-400 ms each, 20 times in
-        # a 1M-line burst: the keys' p95 (issue 13). Refcounting still frees plain garbage.
+        # a 1M-line burst: the keys' p95. Refcounting still frees plain garbage.
         # (get_freeze_count walks the frozen list: asked once here, not per delivery.) And a
         # full collection after 100 young ones, not 10: they took 70-100 ms each here, 22 times
         # in that burst, for the few cycles this process makes (a key that met one waited).
@@ -464,7 +464,7 @@ class RLTuiApp(App):
         version, in the order steps changed) and the checkpoints, each as one batch, and the
         header. In a burst the strip, the checkpoints and the header repainted with every
         batch of lines, each ~1-3 ms of a frame, and a key's frame waited behind them; a
-        message per step held the Monitor's loop ~30 ms a flush (issue 13). Nobody reads a
+        message per step held the Monitor's loop ~30 ms a flush. Nobody reads a
         step count that changes ten times a second."""
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []

@@ -51,8 +51,7 @@ class BatchReplaySignal(ReplaySignal[list[T]], Generic[T]):
     """A stream published in batches (one per flush: a burst is one message, not one per
     item) whose history is bounded by items, not batches: a screen built later replays at
     most `keep` of the newest. Two thousand batches of a 20k lines/s burst held every line
-    of a million (427 MB), and a message per step record cost its screen ~30 ms a flush
-    (issue 13)."""
+    of a million (427 MB), and a message per step record cost its screen ~30 ms a flush."""
 
     def __init__(self, owner: App[Any], name: str, keep: int) -> None:
         super().__init__(owner, name, keep=keep)

@@ -4,7 +4,7 @@ handed on in updates at most every UPDATE_EVERY_S (0.1 s). No Textual here.
 Where it runs: in the wizard's cloud worker (Session.follow_job there; rltui/cloudworker.py),
 beside the parser, so that a burst costs the wizard's process only what it shows. Fed the
 parser's events, the wizard unpickled, tracked and timed ~450,000 events in a 1M-line burst
-(about a third of its time, issue 13); now it gets the newest version of each step that
+(about a third of its time); now it gets the newest version of each step that
 changed, the checkpoints, the lines as a terminal shows them, and the saves that changed.
 
 The followed Ray job's start and end times reach it from RayJobs.follow (cloud/rayjobs.py
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 UPDATE_EVERY_S = 0.1  # half the wizard's 0.2 s log flush: an update never waits a whole one
 SAVES_EVERY_S = 1.0    # saves() walks every save of the job
 # A backlog revises every save's estimate with each step it reads (rltui/saves.py): 9,000
-# saves a second held the wizard's loop ~40 ms to unpickle and show, once a second (issue 13).
+# saves a second held the wizard's loop ~40 ms to unpickle and show, once a second.
 # A long list of revisions waits a second for each SAVES_PER_S of them.
 SAVES_PER_S = 2000
 

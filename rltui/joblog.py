@@ -341,7 +341,7 @@ class JobLogParser:
         out: list[Event] = []
         if "\r" not in text and not self._swallow_lf:
             # The common chunk: lines end at "\n" only. One split instead of a regex match
-            # and a buffer join per line (issue 13: ~12 us a line under a 20k lines/s burst).
+            # and a buffer join per line (~12 us a line under a 20k lines/s burst).
             *lines, rest = text.split("\n")
             if lines:
                 first, *others = lines

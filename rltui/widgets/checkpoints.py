@@ -15,7 +15,7 @@ from textual.widget import Widget
 from ..joblog import CheckpointEvent
 from ..saves import Save
 
-MAX_ROWS = 20  # rows drawn in the pane (issue 13: 9,000 saves of a replay cost seconds a frame)
+MAX_ROWS = 20  # rows drawn in the pane (9,000 saves of a replay cost seconds a frame)
 
 def shorten_path(path: str, width: int) -> str:
     """Keep the end of a path (the step_N directory and its parent), cut on a '/'."""
@@ -83,7 +83,7 @@ class CheckpointsList(Widget):
 
     def _repaint(self, height: tuple[int, bool]) -> None:
         """A layout only when the rows' count (capped) or the legend changed: a burst adds
-        saves every frame, and a layout there re-rendered the whole screen (issue 13)."""
+        saves every frame, and a layout there re-rendered the whole screen."""
         self.refresh(layout=self._height() != height)
 
     @property

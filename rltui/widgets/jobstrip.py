@@ -79,7 +79,7 @@ class JobStrip(Widget):
     def summary(self) -> dict[str, object]:
         """What the strip shows, as values (tests and other screens read it)."""
         # The newest few only: every record of a long job's replay, sorted on each repaint,
-        # cost ~15 ms a frame at 18,000 steps (issue 13).
+        # cost ~15 ms a frame at 18,000 steps.
         records = [self._records[k] for k in sorted(self._records)[-KEEP:]]
         rewards = [r for r in records if r.avg_reward is not None]
         times = [r for r in records if r.step_time_s is not None]

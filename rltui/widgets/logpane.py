@@ -5,7 +5,7 @@ Textual 8's `Log(max_lines=N)` stops repainting once it prunes while scrolled to
 repaints after every prune. While the user reads older lines nothing is written (pruning
 would move the text under them): new lines wait in a bounded queue until they follow again.
 
-Two races a 20k lines/s burst exposed (issue 12), and what closes them:
+Two races a 20k lines/s burst exposed, and what closes them:
 - A flush scheduled with `call_after_refresh` is an `InvokeLater` that Textual forwards to
   `app.screen`, the *active* screen (textual 8.2.8 message_pump.py `_on_invoke_later`); with
   the command palette open that is the palette, whose callback list is dropped when it is
@@ -212,7 +212,7 @@ class BoundedLog(ScrollView, can_focus=True):
         what Textual's styles cache makes of them (textual _styles_cache.py: a row of the
         region's width, filtered, cropped) when the pane has no border, outline, padding,
         hatch, tint or opacity; with any of those it is asked. Its per-row work for them
-        cost a key's frame ~1.5 ms (a page back draws every row; issue 13)."""
+        cost a key's frame ~1.5 ms (a page back draws every row)."""
         if not plain_box(self):
             return super().render_lines(crop)
         return filtered(self, self._rows(crop.line_range), crop)
@@ -253,7 +253,7 @@ class BoundedLog(ScrollView, can_focus=True):
             if plain and raw and raw.isprintable() and (raw.isascii() or cell_len(raw) == len(raw)):
                 # Most log rows: one style, one cell a character. The segments crop_extend and
                 # apply_offsets make of the rendered Text, built at once: a row not seen yet
-                # cost a Rich render (a page back in a burst redrew every row, issue 13).
+                # cost a Rich render (a page back in a burst redrew every row).
                 visible = raw[scroll_x:scroll_x + width]
                 segments = []
                 x = scroll_x

@@ -4,7 +4,7 @@ Textual's ScrollBar (8.2.8, scrollbar.py) renders a `ScrollBarRender` through Ri
 segments are styled, split into lines and cropped by the console (widget.py `_Styled`,
 visual.py `RichVisual.render_strips`), then each row goes through the styles cache
 (_styles_cache.py `render_line`). That was 1.5 ms of a 6 ms frame for the log pane's two bars
-on a page key (headless, 120x40, issue 13); the bar moves on every such key. `StripScrollBar`
+on a page key (headless, 120x40); the bar moves on every such key. `StripScrollBar`
 takes the same segments from the same `render_bar` and makes the rows those steps would make,
 kept until the bar changes. Anything those steps would alter (a border, padding, tint,
 opacity, a hatch, a content alignment, a renderer with its own drawing) goes to Textual's
