@@ -111,7 +111,8 @@ class SharedGets:
     MIN_PERIOD_S sent ~320 GETs a second to the head's agent, each a new connection (as the
     exec probes' wget, a new process each time, makes; the request here keeps that): the agent
     and this daemon spent half a core of the machine on them. Each caller keeps its own
-    timeout; the request keeps the first caller's."""
+    timeout; the request keeps the first caller's. No kubelet source does this: a real node's
+    kubelet probes its own container. It is the emulation's economy, the answer unchanged."""
 
     def __init__(self) -> None:
         self._recent: dict[str, tuple[float, asyncio.Future[tuple[int, str]]]] = {}
