@@ -527,17 +527,19 @@ class RLTuiApp(App):
     @work(exclusive=True, group="describe", exit_on_error=False)
     async def describe_pod(self, name: str, sink: Callable[[Any, list[Any]], Any],
                            failed: Callable[[str], Any]) -> None:
-        """Feed `sink` the pod and its Events, or `failed` what went wrong; a call left
-        unanswered is cancelled after poddetail's bound (its modal says so by then)."""
+        """Feed `sink` the pod and its Events, or `failed` what went wrong: the API's words,
+        or no answer within poddetail's bound (the call is cancelled then)."""
         from .widgets import poddetail
 
         if self.session is None:
             return
+        bound_s = poddetail.ANSWER_WITHIN_S
         try:
-            async with asyncio.timeout(poddetail.ANSWER_WITHIN_S) as bound:
+            async with asyncio.timeout(bound_s) as bound:
                 answer = await self.session.describe_pod(name)
         except Exception as exc:
             if isinstance(exc, TimeoutError) and bound.expired():
+                failed(f"no answer from the API within {bound_s:g} s")
                 return
             failed(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
             raise

@@ -341,8 +341,6 @@ class KubeAdapter:
         (the Kubernetes API reference, "Read log of the specified Pod")."""
         ApiException = kube_api_exception()
 
-        if self.api is None:
-            raise RuntimeError("KubeAdapter.connect() first")
         query = {"container": container, "tailLines": tail_lines, "follow": follow or None}
         what = f"log of pod {name}"
         try:

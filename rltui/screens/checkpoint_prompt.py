@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
 from .prompt import Prompt
 
@@ -30,6 +28,8 @@ class CheckpointPrompt(Prompt):
     "resume", "new" or None. Resume is off when the newest step already reaches MAX_STEPS."""
 
     COPY_TITLE = "checkpoint folder"
+    ID = "checkpoint"
+    ANSWERS = {"checkpoint-resume": RESUME, "checkpoint-new": NEW}
     BINDINGS = [Binding("escape", "answer(None)", "cancel"),
                 Binding("r", "answer('resume')", "resume", show=False),
                 Binding("n", "answer('new')", "new folder", show=False)]
@@ -52,20 +52,14 @@ class CheckpointPrompt(Prompt):
         out.append("\n\nr: resume · n: new folder · Escape: submit nothing", style="dim")
         return out
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(self.text(), id="checkpoint-text", classes="prompt-text")
-            with Horizontal():
-                yield Button(f"Resume from step {self.found.newest}  r", id="checkpoint-resume",
-                             variant="primary", compact=True, disabled=self.found.finished)
-                yield Button("New folder  n", id="checkpoint-new", compact=True)
-                yield Button("Cancel  Esc", id="checkpoint-cancel", compact=True)
+    def buttons(self) -> list[Button]:
+        return [Button(f"Resume from step {self.found.newest}  r", id="checkpoint-resume",
+                       variant="primary", compact=True, disabled=self.found.finished),
+                Button("New folder  n", id="checkpoint-new", compact=True),
+                Button("Cancel  Esc", id="checkpoint-cancel", compact=True)]
 
-    def on_mount(self) -> None:
-        self.query_one("#checkpoint-new" if self.found.finished else "#checkpoint-resume", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss({"checkpoint-resume": RESUME, "checkpoint-new": NEW}.get(event.button.id or ""))
+    def first_button(self) -> str:
+        return "checkpoint-new" if self.found.finished else "checkpoint-resume"
 
     def action_answer(self, answer: str | None) -> None:
         if answer == RESUME and self.found.finished:

@@ -9,10 +9,8 @@ twice still quits at once.
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
 from .prompt import Prompt
 
@@ -21,6 +19,8 @@ class QuitPrompt(Prompt):
     """Quit (q, ctrl+q) or stay (s, Escape, and the button focused first: the safe answer)."""
 
     COPY_TITLE = "quit"
+    ID = "quit"
+    ANSWERS = {"quit-yes": True, "quit-stay": False}
     BINDINGS = [Binding("escape,s", "answer(False)", "stay"),
                 Binding("q", "answer(True)", "quit")]
 
@@ -40,16 +40,10 @@ class QuitPrompt(Prompt):
         out.append("\nq or ctrl+q: quit · s or Escape: stay", style="dim")
         return out
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="quit-box"):
-            yield Static(self.text(), id="quit-text", classes="prompt-text")
-            with Horizontal():
-                yield Button("Stay  s / Esc", id="quit-stay", variant="primary", compact=True)
-                yield Button("Quit  q / ctrl+q", id="quit-yes", variant="error", compact=True)
+    def buttons(self) -> list[Button]:
+        return [Button("Stay  s / Esc", id="quit-stay", variant="primary", compact=True),
+                Button("Quit  q / ctrl+q", id="quit-yes", variant="error", compact=True)]
 
-    def on_mount(self) -> None:
-        self.query_one("#quit-stay", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "quit-yes")
+    def first_button(self) -> str:
+        return "quit-stay"
 

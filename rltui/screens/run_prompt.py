@@ -6,10 +6,8 @@ the form is valid; otherwise it names what to fix), run the saved env.sh, or can
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
 from .prompt import Prompt
 
@@ -21,6 +19,8 @@ class RunWithUnsavedEdits(Prompt):
     "save", "saved" or None. Save and run is off while a field has a problem."""
 
     COPY_TITLE = "run with unsaved edits"
+    ID = "run-prompt"
+    ANSWERS = {"run-save": SAVE_AND_RUN, "run-saved": RUN_SAVED}
     BINDINGS = [Binding("escape", "answer(None)", "cancel"),
                 Binding("s", "answer('save')", "save and run", show=False),
                 Binding("r", "answer('saved')", "run the saved env.sh", show=False)]
@@ -46,21 +46,15 @@ class RunWithUnsavedEdits(Prompt):
         out.append("\ns: save and run · r: run the saved env.sh · Escape: cancel", style="dim")
         return out
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="run-prompt-box"):
-            yield Static(self.text(), id="run-prompt-text", classes="prompt-text")
-            with Horizontal():
-                yield Button("Save and run  s", id="run-save", variant="primary", compact=True,
-                             disabled=bool(self.problems))
-                yield Button("Run saved env.sh  r", id="run-saved", compact=True)
-                yield Button("Cancel  Esc", id="run-cancel", compact=True)
+    def buttons(self) -> list[Button]:
+        return [Button("Save and run  s", id="run-save", variant="primary", compact=True,
+                       disabled=bool(self.problems)),
+                Button("Run saved env.sh  r", id="run-saved", compact=True),
+                Button("Cancel  Esc", id="run-cancel", compact=True)]
 
-    def on_mount(self) -> None:
+    def first_button(self) -> str:
         # Cancel first while saving is off: running the old values is not the default.
-        self.query_one("#run-cancel" if self.problems else "#run-save", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss({"run-save": SAVE_AND_RUN, "run-saved": RUN_SAVED}.get(event.button.id or ""))
+        return "run-cancel" if self.problems else "run-save"
 
     def action_answer(self, answer: str | None) -> None:
         if answer == SAVE_AND_RUN and self.problems:
