@@ -144,7 +144,13 @@ def test_the_lnet_port_must_agree_with_the_instance(box, core, tools) -> None:
     op = box.fn(box.world.update_addons, tools.project, region, cfg.cluster_name, container_v1.AddonsConfig(
         lustre_csi_driver_config=container_v1.LustreCsiDriverConfig(enabled=True, enable_legacy_lustre_port=True)))
     box.call(box.world.wait_cluster_operation(tools.project, region, op.name), timeout=30)
+    gone = core.read_node(node).metadata.uid
     box.recreate_nodes(cfg)
+    # A pod bound to the node before its replacement is registered goes with the old one (the
+    # clean-clone run that showed it: NotFound for 10 s): wait for the new node, as the first
+    # test waits for its Spot replacement.
+    tools.wait_for(lambda: (n := core.read_node(node)).metadata.uid != gone and _has_driver(n), 10,
+                   f"{node} to be recreated with the driver")
 
     core.create_namespaced_pod("default", _pod("legacy-port", "legacy", node))
     _running(core, tools, "legacy-port")
