@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-# The sandbox's cluster runs the image's Ray 2.46.0, not rltui's (rltui/sandbox/images.py): a venv
+# The sandbox's cluster runs the image's Ray 2.46.0, not rltui's (sandbox/rltui_sandbox/images.py): a venv
 # of its own with requirements-ray.txt, made afresh (--clear) only when that file changes: about
 # a minute and 410 MB. RLTUI_SANDBOX_RAY_ENV points the sandbox at another one.
 RAY_VENV  := .venv-ray

@@ -5,7 +5,7 @@ Starts its own sandbox in a temp folder, provisions it as a user does (`rltui up
 real app in this process under Textual's pilot (`App.run_test`, 120x40, the wizard's RemoteSession on the
 sandbox: no samples, no tmux), with the Monitor and Metrics screens open: the user switches
 between them every half reference minute. The figures come from the sandbox's own call
-counters (its record, GET <kube_api>/_sandbox/record; rltui/sandbox/record.py), read once the
+counters (its record, GET <kube_api>/_sandbox/record; sandbox/rltui_sandbox/record.py), read once the
 first reference minute after both screens opened is over and again ten reference minutes
 later (reference minutes = real seconds x speed / 60, the sandbox's reference clock); the window
 opens once the screens have pods and metrics and the job supervisor has made its first look:
@@ -120,7 +120,7 @@ def main() -> int:
     ap.add_argument("--speed", type=float, default=60.0)
     ap.add_argument("--minutes", type=float, default=10.0, help="reference minutes after the first")
     args = ap.parse_args()
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     with tempfile.TemporaryDirectory(prefix="rltui-bench-api-", dir="/tmp", ignore_cleanup_errors=True) as tmp:
         sbx = Path(tmp) / "sbx"

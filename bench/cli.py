@@ -143,7 +143,7 @@ def main() -> int:
     args = ap.parse_args()
     from rltui.config import parse_config
     from rltui.envfile import EnvFile
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     project = parse_config(EnvFile.read(ENV_FILE).values()).project_id
     with tempfile.TemporaryDirectory(prefix="rltui-bench-cli-", dir="/tmp") as tmp:

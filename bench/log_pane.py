@@ -405,7 +405,7 @@ def main() -> int:
     if args.app:
         return run_app(Path(args.app[0]), Path(args.app[1]), args.rate)
 
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     with tempfile.TemporaryDirectory(prefix="rltui-bench-", dir="/tmp") as tmp:
         feed, result, sbx = Path(tmp) / "feed.log", Path(tmp) / "result.json", Path(tmp) / "sbx"

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rltui.sandbox import manage  # noqa: E402  (standard library only)
+from rltui_sandbox import manage  # noqa: E402  (standard library only)
 
 WIDTH, HEIGHT = 120, 40
 WORD = "SANDBOX"

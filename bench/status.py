@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--speed", type=float, default=300.0)
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     with tempfile.TemporaryDirectory(prefix="rltui-bench-status-", dir="/tmp") as tmp:
         sbx = Path(tmp) / "sbx"

@@ -6,7 +6,7 @@ a user does (`rltui up --yes --sandbox` with assets/sandbox.env.sh), then runs t
 `down --yes` (rltui/headless.py: the background xpk and the jobs' supervisors first, the
 Runner's teardown, the leak scan) inside this process, with a listener added to its Runner
 (the product code is not touched). Every time is on the sandbox's reference clock (its record,
-rltui/sandbox/record.py: real seconds since the sandbox started times its speed):
+sandbox/rltui_sandbox/record.py: real seconds since the sandbox started times its speed):
 
 - a deletion step's duration: from its row turning `destroying` to `destroyed` (the Runner's
   RunEvent wall times, read on that clock); the sandbox's operations during down (the record's
@@ -95,7 +95,7 @@ def main() -> int:
     ap.add_argument("--speed", type=float, default=60.0)
     ap.add_argument("--ops", action="store_true", help="also print the sandbox's operations of down")
     args = ap.parse_args()
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     with tempfile.TemporaryDirectory(prefix="rltui-bench-down-", dir="/tmp") as tmp:
         sbx = Path(tmp) / "sbx"

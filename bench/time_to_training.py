@@ -1,23 +1,21 @@
 """Time to training: rltui's plan vs the codelab's order, on the sandbox's own reference clock.
 
 Two fresh sandboxes in a temp folder, each at the reference latency profile (untuned, seed 0):
-  1. rltui's plan, as a user runs it: `rltui up --yes`, then `rltui submit --follow` until
-     the job's first `Step 1/` line;
-  2. the codelab's order (plan/codelab.py CODELAB_ORDER: each step started after the previous
-     one finishes, one `Runner.up({step})` each, in a worker process), then the same submit and
-     logs.
-Both are timed on the sandbox's reference clock: Record.ref_now's definition, (epoch - the
-record's started_at) x its speed, the record read from the daemon (GET
-<kube_api>/_sandbox/record, rltui/sandbox/record.py), from just before the first command to the moment the `Step 1/`
-line is read. The critical path is read from the same record: walking back from the end, the
-operation that ended last before the point reached, then the one that ended last before that
-one started, and so on. Phases the sandbox models without an API call of their own are
-operations there too, with their profile key (xpk's networks and workloads, Terraform's poll
-lag, each pod's pod_start, the peering: rltui/sandbox/record.py), so a gap between two
-operations is real time no sandbox operation explains (processes starting, gcloud and kubectl
-calls, rltui's own work, the job's upload and start on the local Ray head); the local Ray
-head's start is recorded as real time (`"real": true`) and only the part of it that its
-modelled pod_start does not cover counts.
+1. rltui's plan, as a user runs it: `rltui up --yes`, then `rltui submit --follow` until the
+job's first `Step 1/` line; 2. the codelab's order (plan/codelab.py CODELAB_ORDER: each step
+started after the previous one finishes, one `Runner.up({step})` each, in a worker process),
+then the same submit and logs. Both are timed on the sandbox's reference clock: Record.ref_now's
+definition, (epoch - the record's started_at) x its speed, the record read from the daemon (GET
+<kube_api>/_sandbox/record, sandbox/rltui_sandbox/record.py), from just before the first command
+to the moment the `Step 1/` line is read. The critical path is read from the same record:
+walking back from the end, the operation that ended last before the point reached, then the one
+that ended last before that one started, and so on. Phases the sandbox models without an API
+call of their own are operations there too, with their profile key (xpk's networks and
+workloads, Terraform's poll lag, each pod's pod_start, the peering:
+sandbox/rltui_sandbox/record.py), so a gap between two operations is real time no sandbox
+operation explains (processes starting, gcloud and kubectl calls, rltui's own work, the job's
+upload and start on the local Ray head); the local Ray head's start is recorded as real time
+(`"real": true`) and only the part of it that its modelled pod_start does not cover counts.
 
 The speed: real-time costs should stay under 5% of the figure (`real_time_share`, the larger
 of the two runs, printed before the last line), and the bench must end within 15 minutes. A
@@ -271,7 +269,8 @@ def codelab_steps() -> int:
     from rltui.cli import _load_env
     from rltui.plan.codelab import CODELAB_ORDER
     from rltui.plan.context import Context
-    from rltui.plan.engine import endpoints_for, make_runner
+    from rltui.plan.engine import make_runner
+    from rltui.sandbox_link import endpoints_for
 
     _, cfg = _load_env(str(ENV_SH))
 

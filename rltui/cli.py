@@ -10,17 +10,14 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from . import __version__
+from .sandbox_link import LUSTRE_QUOTA, cmd_sandbox
 
 EXIT_USAGE = 2
-# `sandbox start --quota` name for the Lustre capacity quota (GiB per zone and network): the metric
-# the sandbox's Lustre refusal names (rltui/sandbox/world_lustre.py).
-LUSTRE_QUOTA = "lustre.googleapis.com/capacity"
 
 
 class UsageError(Exception):
@@ -147,94 +144,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sandbox(args: argparse.Namespace) -> int:
-    from .sandbox import manage
-
-    try:
-        if args.action == "start":
-            if args.speed <= 0:
-                raise UsageError(f"--speed: must be above 0, got {args.speed}")
-            if not 0 <= args.faults <= 1:
-                raise UsageError(f"--faults: a probability from 0 to 1, got {args.faults}")
-            if args.profile and not Path(args.profile).is_file():
-                raise UsageError(f"--profile: {args.profile}: no such file")
-            quotas, problems = {}, []
-            lustre_gib = None
-            for item in args.quota or []:
-                metric, _, limit = item.partition("=")
-                if metric.strip() == LUSTRE_QUOTA:
-                    if not limit.strip().isdigit():
-                        problems.append(f"--quota: {item!r}: {LUSTRE_QUOTA} takes whole GiB")
-                    else:
-                        lustre_gib = int(limit)
-                    continue
-                try:
-                    quotas[metric.strip()] = float(limit)
-                    if not metric.strip() or quotas[metric.strip()] < 0:
-                        raise ValueError
-                except ValueError:
-                    problems.append(f"--quota: {item!r}: use METRIC=LIMIT, e.g."
-                                    " PREEMPTIBLE_NVIDIA_B200_GPUS=16")
-            for permission in args.deny or []:
-                if not re.fullmatch(r"[a-z][A-Za-z0-9]*(\.[A-Za-z0-9]+){2}", permission):
-                    problems.append(f"--deny: {permission!r} is not a permission like lustre.instances.create")
-            kuberay = None
-            if args.kuberay_version is not None:
-                from .sandbox.kuberay.versions import KubeRay, UnsupportedVersion
-
-                try:
-                    kuberay = KubeRay.parse(args.kuberay_version).version
-                except UnsupportedVersion as exc:
-                    problems.append(f"--kuberay-version: {exc}")
-            if problems:
-                raise UsageError("\n".join(problems))
-            status = manage.start(args.speed, args.faults, args.seed, args.profile,
-                                  quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny,
-                                  kuberay_version=kuberay)
-            print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
-                  f" Kubernetes {status.info['kube_api']}, KubeRay {status.info.get('kuberay_version')},"
-                  f" state in {manage.sandbox_dir()}")
-            if kuberay is not None and status.info.get("kuberay_version") != kuberay:
-                print(f"sandbox: it was already running with KubeRay {status.info.get('kuberay_version')}:"
-                      " `rltui sandbox stop` first to change it", file=sys.stderr)
-        elif args.action == "status":
-            status = manage.read_status()
-            if args.json:
-                import json
-
-                print(json.dumps(status.info if status else None, indent=2))
-            elif status:
-                for key, value in status.info.items():
-                    print(f"{key:14} {value}")
-            else:
-                print(f"no sandbox running (state dir {manage.sandbox_dir()})")
-            return 0 if status else 1
-        elif args.action == "stop":
-            ended = manage.stop()
-            print(f"sandbox stopped ({len(ended)} processes ended)" if ended else "no sandbox was running")
-        elif args.action == "env":
-            status = manage.read_status()
-            if not status:
-                print("sandbox: no sandbox running: start it with `rltui sandbox start`", file=sys.stderr)
-                return 1
-            tools, missing = manage.shell_tools(status)
-            for line in missing:   # on stderr: eval reads only stdout
-                print(f"sandbox env: {line}", file=sys.stderr)
-            print("\n".join(manage.env_lines(status, tools)))
-        elif args.action == "preempt":
-            status = manage.read_status()
-            if not status:
-                raise UsageError("no sandbox running: start it with `rltui sandbox start`")
-            if args.hard and args.head:
-                raise UsageError("--hard takes a Ray worker's node: the sandbox restarts a lost Ray head's"
-                                 " process as its kubelet would, which a VM gone without a shutdown cannot")
-            print(manage.preempt(status, args.node, head=args.head, hard=args.hard))
-    except manage.SandboxError as exc:
-        print(f"sandbox: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def _until_signal(make: Callable[[], Any]) -> int:
     """Run the coroutine `make()` on a new event loop; SIGINT (ctrl+c), SIGTERM and SIGHUP (a
     closed terminal) cancel it, so it ends its own way (a detached xpk is left running and the
@@ -273,9 +182,8 @@ def _until_signal(make: Callable[[], Any]) -> int:
 def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
     """Load env.sh, pick the endpoints, run one headless command to its exit code."""
     from .cloud.errors import CloudError
-    from .plan.engine import endpoints_for
     from .plan.jobs import Refused
-    from .sandbox.manage import SandboxError
+    from .sandbox_link import SandboxProblem, endpoints_for
 
     _, cfg = _load_env(args.env)
     try:
@@ -289,7 +197,7 @@ def _headless(args: argparse.Namespace, run: Callable[..., Any]) -> int:
             raise UsageError(exc.message) from None
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except SandboxError as exc:
+    except SandboxProblem as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
@@ -377,19 +285,23 @@ def cmd_wizard(args: argparse.Namespace) -> int:
         if value is not None:
             raise UsageError(f"{flag}: only with --serve")
     if args.sandbox:
-        from .sandbox import images, manage
+        from .sandbox_link import SandboxProblem, contract
 
-        if manage.read_status() is None:  # the wizard would start one: say now if it cannot
-            try:
-                images.ray_env()
-            except images.MissingRayEnv as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
+        try:
+            sandbox = contract()
+        except SandboxProblem as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        # The wizard would start one: say now if it cannot.
+        problem = sandbox.ray_env_problem() if sandbox.read_status() is None else None
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 1
     from .app import RLTuiApp
     from .widgets.chrome import HeaderInfo
 
     def endpoints() -> Any:
-        from .headless import endpoints_for
+        from .sandbox_link import endpoints_for
 
         return endpoints_for(args.sandbox)
 

@@ -20,7 +20,7 @@ its description without the " running in <geography>" tail, and the plan's regio
 - The CPU pool: xpk 1.16.0 on the Cluster Toolkit path makes a "system" pool of
   --default-pool-cpu-num-nodes (default 6) nodes of --default-pool-cpu-machine-type, which the
   codelab sets to e2-standard-4 (AI-Hypercomputer/xpk blueprint_generator.py, as
-  rltui/sandbox/world_xpk.py cites). e2-standard-4 is 4 vCPUs and 16 GB (Compute Engine's
+  sandbox/rltui_sandbox/world_xpk.py cites). e2-standard-4 is 4 vCPUs and 16 GB (Compute Engine's
   machine-types docs), priced by "E2 Instance Core running in Americas" (SKU CF4E-A0C7-E3BF, per
   vCPU-hour) and "E2 Instance Ram running in Americas" (per GiB-hour), Compute Engine
   (services/6F81-5844-456A).

@@ -46,7 +46,7 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
     from .app import RLTuiApp
     from .cloud.endpoints import Endpoints
     from .plan.step import StepState
-    from .sandbox import manage
+    from .sandbox_link import check_status, contract
     from .session import Session
     from .widgets.chrome import HeaderInfo
 
@@ -54,11 +54,12 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
     with tempfile.TemporaryDirectory(prefix="rltui-gallery-", dir="/tmp") as tmp:
         tmp_path = Path(tmp)
         os.environ["XDG_STATE_HOME"] = str(tmp_path / "state")
+        manage = contract()
         status = manage.start(speed=speed, root=tmp_path / "sbx")
         env_path = tmp_path / "env.sh"
         shutil.copy(ROOT / "assets" / "sandbox.env.sh", env_path)
         env_path.chmod(0o600)
-        session = Session(env_path, lambda: Endpoints.sandbox(status.info))
+        session = Session(env_path, lambda: Endpoints.sandbox(check_status(status.info)))
         app = RLTuiApp(session, header=HeaderInfo(mode="SANDBOX"))
         try:
             async with app.run_test(size=SIZE) as pilot:

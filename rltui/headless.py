@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
-from .plan.engine import endpoints_for, make_runner
+from .plan.engine import make_runner
 from .plan.jobs import (Refused, follow_logs, job_logs, job_status, record_log, retire_jobs,
                         stop_jobs, submit_job)
 from .plan.view import fmt_s
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .cloud.computereads import Forked
     from .plan.runner import RunEvent
 
-__all__ = ["Refused", "endpoints_for", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]
+__all__ = ["Refused", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]
 
 
 class EventPrinter:

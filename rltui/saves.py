@@ -10,7 +10,7 @@ NeMo-RL v0.4.0 prints no timestamps and no "saved" line. In `grpo_train`
 inside the step's `total_step_time` timer, and the step's timing table (with `checkpointing`
 and `Total step time`) is printed after it. So a save starts when its `Saving checkpoint` line
 is printed and lasts its step's `checkpointing` seconds (the parser's CheckpointSaveStarted
-and CheckpointEvent; rltui/sandbox/grpo_demo/trainer.py prints the same).
+and CheckpointEvent; sandbox/rltui_sandbox/grpo_demo/trainer.py prints the same).
 
 A printed line reaches us through Ray's log tail (ray dashboard/modules/job: batches of up to
 10 lines, `file_tail_iterator`; one second of sleep when the file has nothing new,

@@ -20,8 +20,8 @@ from typing import Iterator, Mapping
 
 import pytest
 
-from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
-from rltui.sandbox.rayhead import RayHead
+from rltui_sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
+from rltui_sandbox.rayhead import RayHead
 
 SPEED = 300.0  # 300 simulated minutes per real minute: a 25-minute xpk create takes 5 s
 
@@ -39,12 +39,12 @@ HOME_DIRS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_STAT
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Every Ray head of the suite (the sandbox's, the demo's, the clients') runs the cluster's Ray
-    from the sandbox's Ray environment (rltui/sandbox/images.py): without it, stop at once with
+    from the sandbox's Ray environment (sandbox/rltui_sandbox/images.py): without it, stop at once with
     the one line that says how to install it, not with a failure per test minutes later. Checked
     as the tests see it: without the developer's RLTUI_SANDBOX_RAY_ENV (developer_env_removed)."""
     if hasattr(session.config, "workerinput"):  # an xdist worker: its controller checked
         return
-    from rltui.sandbox import images
+    from rltui_sandbox import images
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv(images.ENV_VAR, raising=False)
@@ -108,7 +108,7 @@ def sandbox_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sandbox(sandbox_dir: Path) -> Iterator[dict]:
     """A running sandbox daemon; yields its status (what `rltui sandbox status --json` prints).
     RLTUI_SANDBOX_DIR names it for the session (rltui run by a test finds it)."""
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     claim = _claim_for_this_worker("sandbox")
     with pytest.MonkeyPatch.context() as mp:

@@ -1,5 +1,5 @@
 """The sandbox test harness: the emulated cloud on an event loop in a background thread, served on
-loopback as the daemon serves it (rltui/sandbox/daemon.py, serve()), so the REAL clients - sync
+loopback as the daemon serves it (sandbox/rltui_sandbox/daemon.py, serve()), so the REAL clients - sync
 ones on the test's thread, async ones on pytest's loop, subprocesses (gcloud, kubectl, xpk) - all
 reach it over TCP while the test still drives the World or KubeStore in-process.
 
@@ -34,21 +34,21 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterable,
 import grpc
 from aiohttp import web
 
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.grpc_container import add_container_service
-from rltui.sandbox.grpc_lustre import add_lustre_services
-from rltui.sandbox.grpc_quotas import add_quotas_service
-from rltui.sandbox.grpc_serviceusage import add_service_usage_service
-from rltui.sandbox.grpc_util import guard
-from rltui.sandbox.kube import KubeStore, make_app
-from rltui.sandbox.kube.auth import TokenIssuer, add_token_route
-from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
-from rltui.sandbox.profile import Clock, LatencyProfile
-from rltui.sandbox.record import Record
-from rltui.sandbox.rest_apps import rest_apps
-from rltui.sandbox.rest_util import loopback_socket, serve_on_loopback
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.grpc_container import add_container_service
+from rltui_sandbox.grpc_lustre import add_lustre_services
+from rltui_sandbox.grpc_quotas import add_quotas_service
+from rltui_sandbox.grpc_serviceusage import add_service_usage_service
+from rltui_sandbox.grpc_util import guard
+from rltui_sandbox.kube import KubeStore, make_app
+from rltui_sandbox.kube.auth import TokenIssuer, add_token_route
+from rltui_sandbox.kube.tls import SandboxTLS, ensure_tls
+from rltui_sandbox.profile import Clock, LatencyProfile
+from rltui_sandbox.record import Record
+from rltui_sandbox.rest_apps import rest_apps
+from rltui_sandbox.rest_util import loopback_socket, serve_on_loopback
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.world import World
 
 __all__ = [
     "GRPC_SERVICES",

@@ -113,9 +113,9 @@ def writes(rec: dict[str, Any]) -> dict[str, int]:
 
 @contextmanager
 def private_sandbox(root: Path, **start: Any) -> Iterator[dict[str, Any]]:
-    """A sandbox daemon of a test module's own (rltui.sandbox.manage.start's options), its
+    """A sandbox daemon of a test module's own (rltui_sandbox.manage.start's options), its
     status while it runs; stopped after."""
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     status = manage.start(root=root, **start)
     try:
@@ -125,7 +125,7 @@ def private_sandbox(root: Path, **start: Any) -> Iterator[dict[str, Any]]:
 
 
 def record(status: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox's record (rltui/sandbox/record.py): its operations and API call counts."""
+    """The sandbox's record (sandbox/rltui_sandbox/record.py): its operations and API call counts."""
     with urllib.request.urlopen(status["kube_api"].rstrip("/") + "/_sandbox/record", timeout=30) as resp:
         return dict(json.loads(resp.read()))
 

@@ -88,7 +88,7 @@ class Endpoints:
             tool_dirs=(Path(status["bin_dir"]),),
             # The real gcloud, kubectl and the sandbox's xpk reach the sandbox through this:
             # endpoint overrides, a token file, a private gcloud config and KUBECONFIG (written by
-            # the daemon: rltui.sandbox.manage.tool_env), never the user's own.
+            # the daemon: rltui_sandbox.manage.tool_env), never the user's own.
             tool_env=dict(status["tool_env"]),
             time_scale=1.0 / float(status.get("speed") or 60.0),
             downloads_models=False,  # the sandbox's GRPO demo trains a tiny local policy
@@ -217,7 +217,7 @@ class Endpoints:
         import google.auth
 
         if self.adc_file is not None:
-            # The sandbox writes a service-account key file (see rltui.sandbox.kube.auth): loaded
+            # The sandbox writes a service-account key file (see rltui_sandbox.kube.auth): loaded
             # by its type-specific loader, which google-auth 2.63 recommends over the deprecated
             # google.auth.load_credentials_from_file (which gives the same credentials).
             from google.oauth2 import service_account

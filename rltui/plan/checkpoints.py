@@ -16,7 +16,7 @@ dashboard/modules/job/job_manager.py `_get_label_selector`; the workers mount th
 anyway), whose container mounts the volume at /lustre (manifests.ray_cluster); it reads the mount
 through ${LUSTRE_MOUNT:-/lustre} as run_nemo_rl.sh does (manifests.run_script) and prints one
 JSON line, read back from the job's log. Not the Kubernetes exec API: the sandbox's API server
-has no pods/exec (rltui/sandbox/kube/), and exec answers on a streamed SPDY/WebSocket channel
+has no pods/exec (sandbox/rltui_sandbox/kube/), and exec answers on a streamed SPDY/WebSocket channel
 the Kubernetes adapter does not speak. Measured on the sandbox (a real Ray 2.60 head, 2 shared
 cores, through the dashboard's port-forward): 2.3-3.5 s a question, nearly all of it Ray
 starting the job (its supervisor actor, then the entrypoint's process: 2.0-2.5 s); the upload

@@ -1,5 +1,5 @@
-"""Wiring every face shares: the endpoints (Google, or the local sandbox), the retry policy,
-the run's log file, and the one Runner of a config."""
+"""Wiring every face shares: the retry policy for the endpoints a face chose (Google, or the
+local sandbox: sandbox_link.py), the run's log file, and the one Runner of a config."""
 
 from __future__ import annotations
 
@@ -12,21 +12,6 @@ from .context import Context
 if TYPE_CHECKING:
     from ..cloud.endpoints import Endpoints
     from .runner import RetryPolicy, Runner, RunEvent
-
-
-def endpoints_for(sandbox: bool) -> Endpoints:
-    """Google Cloud, or the local sandbox (started if it is not running)."""
-    from ..cloud.endpoints import Endpoints
-
-    if not sandbox:
-        return Endpoints.google()
-    from ..sandbox import manage
-
-    status = manage.read_status() or manage.start()
-    if "tool_env" not in status.info:
-        raise manage.SandboxError("the running sandbox was started by an older rltui: restart it "
-                                  "(rltui sandbox stop && rltui sandbox start)")
-    return Endpoints.sandbox(status.info)
 
 
 def retry_policy(endpoints: Endpoints) -> RetryPolicy:

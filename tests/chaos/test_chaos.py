@@ -41,7 +41,7 @@ KEEP_APIS = ["compute.googleapis.com", "servicenetworking.googleapis.com", "lust
 def chaos_sandbox(tmp_path_factory, request):
     """A daemon per case: its record and its one Kubernetes API hold that case alone, so a
     failed case cannot leave anything for the next (seeded per case: the same faults each run)."""
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     root = Path(tmp_path_factory.mktemp("chaos-sbx"))
     status = manage.start(speed=SPEED, faults=FAULTS, seed=SEED + sum(map(ord, request.node.name)), root=root)

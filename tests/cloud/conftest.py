@@ -21,10 +21,10 @@ from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.kube import KubeAdapter
 from google.cloud import container_v1
 
-from rltui.sandbox.kube import KubeStore, start
-from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
-from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
-from rltui.sandbox.record import Record
+from rltui_sandbox.kube import KubeStore, start
+from rltui_sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
+from rltui_sandbox.kube.tls import SandboxTLS, ensure_tls
+from rltui_sandbox.record import Record
 
 HEAD_LABELS = {"ray.io/cluster": "ray-a4", "ray.io/node-type": "head"}
 

@@ -17,7 +17,7 @@ from rltui.cloud.errors import CloudError
 from rltui.cloud.kube import KubeAdapter, KubeEvent, raycluster_health
 from rltui.plan.pods import pod_row
 from rltui.config import parse_config
-from rltui.sandbox.faults import Faults
+from rltui_sandbox.faults import Faults
 from tests.cloud.conftest import gke_cluster
 
 HF_TOKEN = "hf_" + "Sekr3t" * 5  # a test value: it must never show up anywhere

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from rltui.cloud.kube import KubeAdapter
-from rltui.sandbox.kube.auth import SANDBOX_TOKEN, TokenIssuer
+from rltui_sandbox.kube.auth import SANDBOX_TOKEN, TokenIssuer
 
 
 async def test_the_adapter_is_built_from_the_cluster_endpoint_ca_and_an_adc_token(api, kube) -> None:
@@ -89,8 +89,8 @@ async def test_the_daemon_layout_one_app_on_an_http_and_an_https_site(tmp_path, 
     Kubernetes API over https only (http keeps /version, the readiness probe)."""
     from aiohttp import web
 
-    from rltui.sandbox.kube import KubeStore, make_app
-    from rltui.sandbox.kube.auth import add_token_route
+    from rltui_sandbox.kube import KubeStore, make_app
+    from rltui_sandbox.kube.auth import add_token_route
 
     issuer = TokenIssuer.load(test_tls.folder)
     app = make_app(KubeStore(tmp_path / "kube"), issuer=issuer)

@@ -9,10 +9,10 @@ import pytest
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.errors import CloudError
 from rltui.cloud.lustre import LustreAdapter
-from rltui.sandbox.grpc_lustre import add_lustre_services
-from rltui.sandbox.profile import Clock, LatencyProfile
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World
+from rltui_sandbox.grpc_lustre import add_lustre_services
+from rltui_sandbox.profile import Clock, LatencyProfile
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.world import World
 
 PROJECT, ZONE, INSTANCE = "lustre-adapter-test", "us-east1-b", "rl-demo-gpu-lustre"
 SPEED = 6000.0  # a 12-minute create takes 0.12 s

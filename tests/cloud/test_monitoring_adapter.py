@@ -11,8 +11,8 @@ import pytest
 
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.monitoring import MonitoringAdapter
-from rltui.sandbox.grpc_monitoring import add_monitoring_service
-from rltui.sandbox.lustre_meter import LustreMeter
+from rltui_sandbox.grpc_monitoring import add_monitoring_service
+from rltui_sandbox.lustre_meter import LustreMeter
 
 PROJECT, ZONE, INSTANCE = "rl-demo-project", "us-east1-b", "rl-demo-gpu-lustre"
 MB = 1024 * 1024
@@ -97,7 +97,7 @@ async def test_one_metrics_poll_asks_each_metric_once_for_whole_reference_minute
     from rltui.config import parse_config
     from rltui.plan.context import Context
     from rltui.plan.metrics import lustre_metrics
-    from rltui.sandbox.record import Record
+    from rltui_sandbox.record import Record
 
     meter = LustreMeter(interval_s=3600)
     meter.track((PROJECT, ZONE, INSTANCE), tmp_path / INSTANCE, 9000)

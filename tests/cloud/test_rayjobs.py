@@ -15,7 +15,7 @@ from rltui.cloud.errors import CloudError
 from rltui.cloud.portforward import DashboardForward
 from rltui.cloud.rayjobs import RayJobs
 from rltui.cloud.rayrest import auth_headers, excludes_for, package_uri, package_zip
-from rltui.sandbox.rayhead import RayHead
+from rltui_sandbox.rayhead import RayHead
 
 pytestmark = pytest.mark.slow
 

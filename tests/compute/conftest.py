@@ -12,10 +12,10 @@ import grpc
 import pytest
 from aiohttp import web
 
-from rltui.sandbox.control import add_control_routes
-from rltui.sandbox.rest_compute import add_compute_routes, sandbox_compute_clients
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World
+from rltui_sandbox.control import add_control_routes
+from rltui_sandbox.rest_compute import add_compute_routes, sandbox_compute_clients
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.world import World
 from tests import harness
 
 

@@ -11,7 +11,7 @@ from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from rltui.sandbox.services import COMPUTE, SERVICE_NETWORKING
+from rltui_sandbox.services import COMPUTE, SERVICE_NETWORKING
 
 P = "compute-test-project"
 

@@ -14,8 +14,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
-from rltui.sandbox.rayhead import RayHead
+from rltui_sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
+from rltui_sandbox.rayhead import RayHead
 
 HERE = Path(__file__).parent
 RUN_SCRIPT = HERE / "run_nemo_rl.sh"  # the codelab's script as rltui/manifests.py writes it
@@ -51,7 +51,7 @@ def demo_env(step_seconds: float = 0.0, checkpoint_mb: float = 0.5) -> dict[str,
 
 
 def demo_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rltui.sandbox.grpo_demo", *args]
+    return [sys.executable, "-m", "rltui_sandbox.grpo_demo", *args]
 
 
 @dataclass

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rltui.sandbox.grpo_demo.checkpoint import MIB, CheckpointManager
-from rltui.sandbox.grpo_demo.config import ConfigError, apply_overrides, parse_value, validate, load_config
-from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
+from rltui_sandbox.grpo_demo.checkpoint import MIB, CheckpointManager
+from rltui_sandbox.grpo_demo.config import ConfigError, apply_overrides, parse_value, validate, load_config
+from rltui_sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
 
 STEP_HEADER = re.compile(r"={25} Step (\d+)/(\d+) ={25}")
 REWARD = re.compile(r"  • Avg Reward: (\d\.\d{4})")
@@ -280,7 +280,7 @@ def test_uv_shim_runs_only_uv_run_python(tmp_path: Path) -> None:
     uv = write_uv_shim(tmp_path / "bin")
     ran = subprocess.run([str(uv), "run", "python", "-c", "import sys; print(sys.executable)"],
                          capture_output=True, text=True, timeout=30)
-    from rltui.sandbox.images import ray_env
+    from rltui_sandbox.images import ray_env
 
     assert ran.returncode == 0 and ran.stdout.strip() == str(ray_env().python)  # the image's Python
     refused = subprocess.run([str(uv), "sync"], capture_output=True, text=True, timeout=30)
@@ -305,7 +305,7 @@ def test_codelab_script_runs_the_demo_through_the_fake_tree(tmp_path: Path, demo
 
 
 def test_epochs_roll_over_when_the_dataset_runs_out(tmp_path: Path, monkeypatch, capsys) -> None:
-    from rltui.sandbox.grpo_demo import main, task
+    from rltui_sandbox.grpo_demo import main, task
 
     monkeypatch.setitem(task.DATASET_SIZES, "Tiny", 70)  # two batches of 32, the rest dropped
     monkeypatch.chdir(tmp_path)

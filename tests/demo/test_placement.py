@@ -1,5 +1,5 @@
 """The GRPO demo's driver knows where its actors are (no Ray head, no sandbox): the cluster file
-the head pod keeps (rltui/sandbox/kuberay/placement.py writes it; this test writes it the same
+the head pod keeps (sandbox/rltui_sandbox/kuberay/placement.py writes it; this test writes it the same
 way), placement of the policy workers on every worker pod, and the driver failing as Ray makes
 it fail once a pod it placed actors on is gone, terminating or restarted."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.sandbox.grpo_demo import cluster
-from rltui.sandbox.kuberay.placement import cluster_doc, write_atomic
+from rltui_sandbox.grpo_demo import cluster
+from rltui_sandbox.kuberay.placement import cluster_doc, write_atomic
 
 CKPT = Path("lustre") / "nemo_rl_qwen_72b_ds_cp" / "nemo-rl-grpo-test1"
 

@@ -167,7 +167,7 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shell]:
 
 def test_sandbox_env_puts_xpk_and_ray_first_on_the_callers_path(tmp_path: Path) -> None:
     """Without a daemon: a status file naming this (live) process is all `sandbox env` reads."""
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     root = tmp_path / "sbx"
     (root / "bin").mkdir(parents=True)
@@ -195,7 +195,7 @@ def test_sandbox_env_puts_xpk_and_ray_first_on_the_callers_path(tmp_path: Path) 
 
 def test_the_heads_bash_runs_the_codelabs_script_in_the_heads_folders(tmp_path: Path) -> None:
     """`bash run_nemo_rl.sh` on a sandbox head: /opt/nemo-rl and /lustre are its local folders."""
-    from rltui.sandbox.tools.install import install_tools
+    from rltui_sandbox.tools.install import install_tools
 
     install_tools(tmp_path / "bin", "http://127.0.0.1:9")
     checkout, lustre = tmp_path / "nemo rl", tmp_path / "lustre"   # a space: referenced, not pasted

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def user(tmp_path_factory):
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     home = tmp_path_factory.mktemp("detached")
     root = Path(tmp_path_factory.mktemp("sbxd"))
@@ -78,7 +78,7 @@ def server_configs(user) -> int:
 
 
 def xpk_creates(user) -> int:
-    """gcluster deploys the sandbox ran (rltui/sandbox/control.py records each)."""
+    """gcluster deploys the sandbox ran (sandbox/rltui_sandbox/control.py records each)."""
     return sum(op["kind"] == "xpk.create" for op in _record(user)["operations"])
 
 

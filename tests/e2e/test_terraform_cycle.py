@@ -82,7 +82,7 @@ def _user(root: Path, status: dict[str, Any], home: Path) -> Any:
 
 def _cluster_things(status: dict[str, Any], project: str, cluster: str) -> dict[str, list[str]]:
     """What google-cloud-compute lists of the cluster's: networks, subnets, rules, routers, addresses."""
-    from rltui.sandbox.rest_compute import sandbox_compute_clients
+    from rltui_sandbox.rest_compute import sandbox_compute_clients
 
     c = sandbox_compute_clients(status["compute"])
     region = "us-east1"

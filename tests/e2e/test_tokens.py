@@ -1,7 +1,7 @@
 """Tokens changed in env.sh after `up` are the ones the next job sees, and no token sits where
 Ray's API (or the pods' env) would show it. The headless commands run as a user runs them,
 against the session's sandbox, in a project of their own; the job (the GRPO demo) reports only
-fingerprints of the tokens it found (rltui/sandbox/grpo_demo/tokens.py).
+fingerprints of the tokens it found (sandbox/rltui_sandbox/grpo_demo/tokens.py).
 """
 
 from __future__ import annotations

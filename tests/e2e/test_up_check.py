@@ -2,7 +2,7 @@
 naming the quota when the sandbox was started with the Spot B200 GPU quota at 0, with no resource
 created either way (the sandbox's own record says so, not rltui).
 
-One private sandbox (rltui.sandbox.manage, started with the quota at 0, stopped at the end), one
+One private sandbox (rltui_sandbox.manage, started with the quota at 0, stopped at the end), one
 project per case: a fresh one (every codelab API off: the quota is unknown, not failed, and
 nothing is enabled), and one where the user has turned Compute Engine on (then regions.get
 reports the quota and the check fails naming PREEMPTIBLE_NVIDIA_B200_GPUS).

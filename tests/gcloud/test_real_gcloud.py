@@ -34,7 +34,7 @@ SPEED = 600.0
 
 @pytest.fixture(scope="module")
 def sbx(tmp_path_factory: pytest.TempPathFactory):
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     root = Path(tmp_path_factory.mktemp("gc"))
     status = manage.start(root=root, speed=SPEED)
@@ -62,7 +62,7 @@ def rest(url: str, method: str = "GET", body: Any = None) -> Any:
 
 def test_env_is_private_and_complete(sbx) -> None:
     status, env = sbx
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     lines = manage.env_lines(status)
     names = {line.split("=", 1)[0].removeprefix("export ") for line in lines}

@@ -1,6 +1,6 @@
 """The codelab's peering step by hand with the REAL gcloud: `gcloud services vpc-peerings
 connect|list`, which SDK 528 cannot point at the sandbox by override, reaches the sandbox's
-Service Networking through the daemon's loopback proxy (rltui/sandbox/proxy.py; gcloud_env sets
+Service Networking through the daemon's loopback proxy (sandbox/rltui_sandbox/proxy.py; gcloud_env sets
 CLOUDSDK_PROXY_* and the sandbox CA). And the proxy refuses whatever is not the sandbox's.
 
 Few gcloud calls (~0.5-1 s of CPU each): one module-scoped daemon, five calls in all.
@@ -28,7 +28,7 @@ RANGE = "google-managed-services-default"
 
 @pytest.fixture(scope="module")
 def sbx(tmp_path_factory: pytest.TempPathFactory):
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     root = Path(tmp_path_factory.mktemp("peer"))
     status = manage.start(root=root, speed=600)

@@ -10,9 +10,9 @@ from typing import Any, Callable, Iterator
 import grpc
 import pytest
 
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.world import World
 from tests import harness
 
 

@@ -12,7 +12,7 @@ from rltui.cloud.billing import BillingAdapter
 from rltui.cloud.endpoints import Endpoints
 from rltui.config import RLConfig
 from rltui.cost import estimate, plan_lines, wanted
-from rltui.sandbox.grpc_billing import add_billing_service
+from rltui_sandbox.grpc_billing import add_billing_service
 from tests import harness
 
 

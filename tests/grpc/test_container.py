@@ -11,7 +11,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import container_v1
 
-from rltui.sandbox.world import FailedPrecondition, xpk_unique_name
+from rltui_sandbox.world import FailedPrecondition, xpk_unique_name
 
 PROJECT = "rl-demo-project"
 ZONE = "us-east1-b"

@@ -10,7 +10,7 @@ from google.api_core import retry as retries
 from google.cloud import lustre_v1
 from google.protobuf import empty_pb2
 
-from rltui.sandbox.world import LUSTRE_CAPACITY_TIERS, Subnet
+from rltui_sandbox.world import LUSTRE_CAPACITY_TIERS, Subnet
 
 PROJECT = "rl-demo-project"
 ZONE = "us-east1-b"
@@ -225,7 +225,7 @@ def test_a_create_over_quota_fails_late_and_keeps_its_error(grpc_box, clients) -
 
 
 def test_a_stockout_fault_ends_the_create_with_internal(make_grpc_box, clients) -> None:
-    from rltui.sandbox.faults import Faults
+    from rltui_sandbox.faults import Faults
 
     faults = Faults(0.0, seed=3)
     box = make_grpc_box(faults=faults)

@@ -15,7 +15,7 @@ from google.api_core.gapic_v1.client_info import ClientInfo
 from google.cloud import container_v1
 from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcAsyncIOTransport
 
-from rltui.sandbox.world import BUSY_REASON, InUse, World
+from rltui_sandbox.world import BUSY_REASON, InUse, World
 
 PROJECT = "pool-delete-project"
 REGION = "us-east1"
@@ -135,7 +135,7 @@ def test_gke_rest_errors_carry_the_reason_terraform_retries_on(tmp_path) -> None
 
 
 def test_routers_and_regional_addresses_persist_and_old_files_load(tmp_path) -> None:
-    from rltui.sandbox.profile import Clock, LatencyProfile
+    from rltui_sandbox.profile import Clock, LatencyProfile
 
     clock = Clock(LatencyProfile.load(), speed=6000.0)
     world = World(tmp_path, clock)

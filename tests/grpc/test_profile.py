@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.sandbox.profile import OPERATION_KEYS, Clock, LatencyProfile
+from rltui_sandbox.profile import OPERATION_KEYS, Clock, LatencyProfile
 
 # The design's reference table (latency_profile.md), key -> (minutes, source).
 REFERENCE = {

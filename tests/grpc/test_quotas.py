@@ -16,7 +16,7 @@ from google.cloud.cloudquotas_v1.services.cloud_quotas.transports import CloudQu
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.errors import api_disabled
 from rltui.cloud.quotas import PREEMPTIBLE_GPUS_METRIC, QuotaAdapter
-from rltui.sandbox.services import CODELAB_APIS
+from rltui_sandbox.services import CODELAB_APIS
 
 P = "quota-project-1"
 PARENT = f"projects/{P}/locations/global/services/compute.googleapis.com"

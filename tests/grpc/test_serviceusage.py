@@ -11,8 +11,8 @@ from google.cloud.service_usage_v1.services.service_usage.transports import (
     ServiceUsageGrpcAsyncIOTransport, ServiceUsageGrpcTransport,
 )
 
-from rltui.sandbox.services import CODELAB_APIS, DEFAULT_ENABLED
-from rltui.sandbox.world import project_number
+from rltui_sandbox.services import CODELAB_APIS, DEFAULT_ENABLED
+from rltui_sandbox.world import project_number
 
 P = "fresh-project-1"
 State = service_usage_v1.State

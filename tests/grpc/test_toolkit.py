@@ -1,4 +1,4 @@
-"""The fake xpk's Terraform (rltui/sandbox/toolkit/) as Cluster Toolkit v1.94.0 and
+"""The fake xpk's Terraform (sandbox/rltui_sandbox/toolkit/) as Cluster Toolkit v1.94.0 and
 terraform-provider-google v7.40.0 behave: the a4 blueprint's whole resource list (routers, NAT,
 NAT IPs, the vpc module's own firewall rules), the default pool made and removed right after the
 create, the system and GPU pools, a busy cluster at the default pool's removal failing the apply
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from google.cloud import container_v1
 
-from rltui.sandbox.toolkit.terraform import TerraformFailed
-from rltui.sandbox.world import xpk_unique_name
+from rltui_sandbox.toolkit.terraform import TerraformFailed
+from rltui_sandbox.world import xpk_unique_name
 
 PROJECT = "rl-demo-project"
 ZONE = "us-east1-b"

@@ -11,10 +11,10 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import container_v1, lustre_v1
 
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.profile import Clock, LatencyProfile
-from rltui.sandbox.services import CODELAB_APIS, DEFAULT_ENABLED
-from rltui.sandbox.world import FailedPrecondition, InvalidArgument, NotFound, World
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.profile import Clock, LatencyProfile
+from rltui_sandbox.services import CODELAB_APIS, DEFAULT_ENABLED
+from rltui_sandbox.world import FailedPrecondition, InvalidArgument, NotFound, World
 
 PROJECT = "any-project-id-works"
 ZONE = "us-east1-b"

@@ -15,11 +15,11 @@ from typing import Any, Coroutine, Iterator
 import pytest
 from kubernetes import client, config
 
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.kube import KubeStore, write_kubeconfig
-from rltui.sandbox.kube.api import start
-from rltui.sandbox.kube.auth import TokenIssuer
-from rltui.sandbox.kube.tls import SandboxTLS, ensure_tls
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.kube import KubeStore, write_kubeconfig
+from rltui_sandbox.kube.api import start
+from rltui_sandbox.kube.auth import TokenIssuer
+from rltui_sandbox.kube.tls import SandboxTLS, ensure_tls
 from tests import harness
 
 

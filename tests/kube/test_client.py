@@ -12,7 +12,7 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from rltui.sandbox.faults import Faults
+from rltui_sandbox.faults import Faults
 
 PV = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "rl-demo-gpu-lustre-pv"},
       "spec": {"capacity": {"storage": "9000Gi"}, "accessModes": ["ReadWriteMany"],

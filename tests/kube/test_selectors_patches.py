@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltui.sandbox.kube.patches import PatchError, json_patch, merge_patch, strategic_merge
-from rltui.sandbox.kube.selectors import SelectorError, field_matcher, label_matcher
-from rltui.sandbox.kube.tables import human_duration
+from rltui_sandbox.kube.patches import PatchError, json_patch, merge_patch, strategic_merge
+from rltui_sandbox.kube.selectors import SelectorError, field_matcher, label_matcher
+from rltui_sandbox.kube.tables import human_duration
 
 HEAD = {"metadata": {"name": "h", "labels": {"ray.io/cluster": "rc", "ray.io/node-type": "head"}}}
 WORKER = {"metadata": {"name": "w", "labels": {"ray.io/cluster": "rc", "ray.io/node-type": "worker",

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 
-from rltui.sandbox.kube import spdy
+from rltui_sandbox.kube import spdy
 
 KUBECTL = shutil.which("kubectl")
 BODY = b'{"ray_version": "x", "dashboard": "fake"}'

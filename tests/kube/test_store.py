@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.sandbox.kube import KubeError, KubeStore
+from rltui_sandbox.kube import KubeError, KubeStore
 
 PV = {"apiVersion": "v1", "kind": "PersistentVolume",
       "metadata": {"name": "rl-demo-gpu-lustre-pv"},

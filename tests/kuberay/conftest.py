@@ -34,11 +34,11 @@ from rltui.atomic import write_private
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.kube import gke_configuration
 from rltui.config import RLConfig, parse_config
-from rltui.sandbox.kube import KubeStore, write_kubeconfig
-from rltui.sandbox.kube.auth import write_adc
-from rltui.sandbox.kuberay import KubeRayController, add_preempt_route
-from rltui.sandbox.profile import Clock, LatencyProfile, Operation
-from rltui.sandbox.world import region_of
+from rltui_sandbox.kube import KubeStore, write_kubeconfig
+from rltui_sandbox.kube.auth import write_adc
+from rltui_sandbox.kuberay import KubeRayController, add_preempt_route
+from rltui_sandbox.profile import Clock, LatencyProfile, Operation
+from rltui_sandbox.world import region_of
 from tests import harness
 
 PROJECT = "rl-sandbox-test"

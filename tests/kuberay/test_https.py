@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from rltui.sandbox.kube.kubeconfig import SANDBOX_TOKEN
-from rltui.sandbox.world import region_of
+from rltui_sandbox.kube.kubeconfig import SANDBOX_TOKEN
+from rltui_sandbox.world import region_of
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Images in the sandbox's kubelet: a container the sandbox runs for real runs with the environment
-of its image (rltui/sandbox/images.py), and an image no environment runs fails as an image the
+of its image (sandbox/rltui_sandbox/images.py), and an image no environment runs fails as an image the
 kubelet cannot pull (ErrImagePull, then ImagePullBackOff), never as a process of another Ray.
 
 The module's tests share one sandbox (an xpk cluster, no RayCluster) and run in file order.
@@ -12,7 +12,7 @@ import re
 import pytest
 from kubernetes import client
 
-from rltui.sandbox import images
+from rltui_sandbox import images
 
 pytestmark = [pytest.mark.timeout(60)]
 

@@ -19,8 +19,8 @@ from kubernetes import client
 from rltui import manifests
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.kube import KubeAdapter, raycluster_health
-from rltui.sandbox.kuberay.versions import KubeRay
-from rltui.sandbox.world import region_of
+from rltui_sandbox.kuberay.versions import KubeRay
+from rltui_sandbox.world import region_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -15,8 +15,8 @@ import pytest
 from google.cloud import container_v1, lustre_v1
 from kubernetes import client
 
-from rltui.sandbox.nodes import CSI_NODEID, LUSTRE_DRIVER
-from rltui.sandbox.world import region_of
+from rltui_sandbox.nodes import CSI_NODEID, LUSTRE_DRIVER
+from rltui_sandbox.world import region_of
 
 pytestmark = [pytest.mark.timeout(90)]
 

@@ -15,8 +15,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from rltui import manifests
-from rltui.sandbox.nodes import pool_node_prefix
-from rltui.sandbox.world import region_of
+from rltui_sandbox.nodes import pool_node_prefix
+from rltui_sandbox.world import region_of
 
 pytestmark = [pytest.mark.timeout(60)]
 

@@ -1,4 +1,4 @@
-"""Spot preemption as GKE plays it (rltui/sandbox/kuberay/preemption.py): by default a graceful
+"""Spot preemption as GKE plays it (sandbox/rltui_sandbox/kuberay/preemption.py): by default a graceful
 node shutdown (the pods Failed with reason Terminated, the node NotReady, gone 30 s after the
 notice); with "hard", a VM gone without a word, which Kubernetes sees only after the
 node-monitor grace period. No Ray head is started here: the pods are plain GPU pods.

@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import portforward
 
 from rltui import manifests
-from rltui.sandbox.nodes import pool_node_prefix
+from rltui_sandbox.nodes import pool_node_prefix
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

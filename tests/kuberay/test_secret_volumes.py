@@ -18,9 +18,9 @@ import pytest
 from kubernetes import client
 
 from rltui import manifests
-from rltui.sandbox.kuberay import secretvolumes
-from rltui.sandbox.kuberay.pods import _Gone
-from rltui.sandbox.profile import Clock, LatencyProfile
+from rltui_sandbox.kuberay import secretvolumes
+from rltui_sandbox.kuberay.pods import _Gone
+from rltui_sandbox.profile import Clock, LatencyProfile
 
 NAME = "ray-a4-gpu-spot"
 SECRET = f"{NAME}-job-secrets"

@@ -9,8 +9,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rltui.sandbox.grpc_monitoring import add_monitoring_service
-from rltui.sandbox.lustre_meter import LustreMeter
+from rltui_sandbox.grpc_monitoring import add_monitoring_service
+from rltui_sandbox.lustre_meter import LustreMeter
 from tests import harness
 
 PROJECT = "rl-demo-project"

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from rltui.sandbox.lustre_meter import LustreMeter
+from rltui_sandbox.lustre_meter import LustreMeter
 
 MB = 1_000_000
 
@@ -175,13 +175,13 @@ async def test_run_samples_in_the_background_without_blocking_the_loop(tmp_path,
 
 
 def test_without_inotify_reads_are_zero_and_it_says_so(monkeypatch, caplog, tmp_path, key):
-    from rltui.sandbox import lustre_meter
+    from rltui_sandbox import lustre_meter
 
     def no_inotify():
         raise OSError(24, "Too many open files")
 
     monkeypatch.setattr(lustre_meter, "_Inotify", no_inotify)
-    with caplog.at_level("WARNING", logger="rltui.sandbox.lustre_meter"):
+    with caplog.at_level("WARNING", logger="rltui_sandbox.lustre_meter"):
         meter = LustreMeter()
     assert "inotify unavailable" in caplog.text and "reported as 0" in caplog.text
     assert not meter.reads_measured

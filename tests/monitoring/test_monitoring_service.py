@@ -17,7 +17,7 @@ from google.cloud.monitoring_v3.services.metric_service.transports import (
 )
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from rltui.sandbox import lustre_meter
+from rltui_sandbox import lustre_meter
 
 P = "lustre.googleapis.com/instance/"
 READ_BYTES, WRITE_BYTES = P + "read_bytes_total", P + "write_bytes_total"

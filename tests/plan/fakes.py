@@ -45,7 +45,7 @@ from rltui.cloud.gke import GkeAdapter
 from rltui.cloud.kube import _redact, kind_of, raycluster_health
 from rltui.config import RLConfig
 from rltui.plan.context import Context
-from rltui.sandbox.xpk_names import prefix_path, unique_name, zone_to_region
+from rltui_sandbox.xpk_names import prefix_path, unique_name, zone_to_region
 
 REPO = Path(__file__).resolve().parents[2]
 # The codelab's four APIs (its first command), stated here independently of rltui.script.
@@ -147,7 +147,7 @@ XPK_SCRIPT = '''\
 prints xpk-like lines and logs what it did for FakeCloud; the cloud side is FakeCloud's."""
 import json, os, sys, time
 sys.path.insert(0, {repo!r})
-from rltui.sandbox.xpk_names import prefix_path, unique_name, zone_to_region
+from rltui_sandbox.xpk_names import prefix_path, unique_name, zone_to_region
 
 ctl = os.environ["FAKE_XPK_DIR"]
 def emit(**event):
@@ -205,7 +205,7 @@ def install_fake_xpk(bin_dir: Path, ctl_dir: Path) -> None:
     bin_dir.mkdir(parents=True, exist_ok=True)
     ctl_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / "xpk"
-    path.write_text(XPK_SCRIPT.format(python=sys.executable, repo=str(REPO)))
+    path.write_text(XPK_SCRIPT.format(python=sys.executable, repo=str(REPO / "sandbox")))
     path.chmod(0o755)
 
 

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.network import NetworkAdapter
-from rltui.sandbox.rest_compute import add_compute_routes
+from rltui_sandbox.rest_compute import add_compute_routes
 from tests import harness
 
 PROJECT, REGION = "net-adapter-proj", "us-east1"

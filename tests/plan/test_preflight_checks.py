@@ -25,10 +25,10 @@ from rltui.envfile import EnvFile
 from rltui.plan.checks import cloud_checks
 from rltui.plan.context import Context
 from rltui.plan.preflight import Check
-from rltui.sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
-from rltui.sandbox.kube.tls import ensure_tls
-from rltui.sandbox.rest_compute import add_compute_routes
-from rltui.sandbox.services import CODELAB_APIS
+from rltui_sandbox.kube.auth import TokenIssuer, add_token_route, write_adc
+from rltui_sandbox.kube.tls import ensure_tls
+from rltui_sandbox.rest_compute import add_compute_routes
+from rltui_sandbox.services import CODELAB_APIS
 from tests import harness
 
 DATA = Path(__file__).parent.parent / "data"
@@ -193,7 +193,7 @@ async def test_the_ip_range_peering_and_firewall_permissions_are_asked(box) -> N
 
 def test_the_sandbox_knows_every_permission_rltui_asks_and_refuses_another() -> None:
     from rltui.plan.checks import STEP_PERMISSIONS
-    from rltui.sandbox.rest_resourcemanager import KNOWN_PERMISSIONS
+    from rltui_sandbox.rest_resourcemanager import KNOWN_PERMISSIONS
 
     assert {p for perms in STEP_PERMISSIONS.values() for p in perms} <= KNOWN_PERMISSIONS
 
@@ -284,7 +284,7 @@ async def test_nothing_was_created_or_enabled(box) -> None:
 def test_sandbox_start_refuses_a_bad_quota_or_permission_in_one_line(args, field, tmp_path, monkeypatch,
                                                                      capsys) -> None:
     from rltui.cli import main
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     monkeypatch.setenv("RLTUI_SANDBOX_DIR", str(tmp_path / "sandbox"))
     assert main(["sandbox", "start", *args]) == 2

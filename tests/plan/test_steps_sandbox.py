@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 @pytest.fixture(scope="module")
 def sandbox_info(tmp_path_factory):
-    from rltui.sandbox import manage
+    from rltui_sandbox import manage
 
     root = Path(tmp_path_factory.mktemp("sbxq"))
     status = manage.start(speed=600.0, root=root,

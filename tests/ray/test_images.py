@@ -1,4 +1,4 @@
-"""Which environment runs which image (rltui/sandbox/images.py), and what a user sees when the
+"""Which environment runs which image (sandbox/rltui_sandbox/images.py), and what a user sees when the
 sandbox's Ray environment is missing. No Ray head here."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.sandbox import images
-from rltui.sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
+from rltui_sandbox import images
+from rltui_sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_sandbox_start_without_the_environment_says_so_in_one_line(tmp_path: Pat
 
 def test_the_codelab_job_runs_the_demo_with_the_images_python(tmp_path: Path) -> None:
     """`uv run python examples/run_grpo_math.py` (run_nemo_rl.sh) runs the demo under Ray 2.46.0's
-    Python; the stand-in loads no rltui module beyond rltui, rltui.sandbox and the demo (those
+    Python; the stand-in loads no rltui module beyond rltui, rltui_sandbox and the demo (those
     must stay light: the image's environment has only Ray, numpy and Ray's dependencies)."""
     nemo_rl = install_fake_nemo_rl(tmp_path / "nemo-rl")
     uv = write_uv_shim(tmp_path / "bin")
@@ -82,8 +82,8 @@ def test_the_codelab_job_runs_the_demo_with_the_images_python(tmp_path: Path) ->
              "    runpy.run_path('examples/run_grpo_math.py', run_name='__main__')\n"
              "finally:\n"
              "    import ray\n"
-             "    other = sorted(m for m in sys.modules if m.startswith('rltui') and m not in ('rltui', 'rltui.sandbox')"
-             " and not m.startswith('rltui.sandbox.grpo_demo'))\n"
+             "    other = sorted(m for m in sys.modules if m.startswith('rltui') and m not in ('rltui', 'rltui_sandbox')"
+             " and not m.startswith('rltui_sandbox.grpo_demo'))\n"
              "    print('PROBE', ray.__version__, sys.prefix, other, sep='|', file=sys.stderr)\n")
     env = {**os.environ, "RLTUI_DEMO_STEP_SECONDS": "0", "RLTUI_DEMO_CHECKPOINT_MB": "0.1"}
     ran = subprocess.run([str(uv), "run", "python", "-c", probe, "--config",
@@ -102,12 +102,12 @@ def test_the_demos_actor_died_error_is_ray_246s_own() -> None:
     """grpo_demo/cluster.py builds ray.exceptions.ActorDiedError from ray.core.generated.common_pb2:
     under the image's Ray it is Ray 2.46.0's class, with Ray's text."""
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from rltui.sandbox.grpo_demo import cluster\n"
+            "from rltui_sandbox.grpo_demo import cluster\n"
             "node = cluster.RayNode('w-1', 'uid-1', 0, 'gke-n1', '10.0.0.2', '10.8.0.5', 'worker', 8, True)\n"
             "err = cluster.actor_died_error(cluster.Actor('lm_policy-0-0', 'MegatronPolicyWorker', node),\n"
             "                               cluster.HEALTH_CHECK_FAILED, False)\n"
             "import ray; print(type(err).__module__, type(err).__name__, ray.__version__); print(err)\n")
-    ran = subprocess.run([str(images.ray_env().python), "-c", code, str(REPO)], capture_output=True, text=True,
+    ran = subprocess.run([str(images.ray_env().python), "-c", code, str(REPO / "sandbox")], capture_output=True, text=True,
                          timeout=60)
     assert ran.returncode == 0, ran.stderr
     first, *text = ran.stdout.splitlines()

@@ -1,5 +1,5 @@
 """rltui's Ray clients against the Ray the cluster runs: 2.46.0, which nvcr.io/nvidia/nemo-rl:v0.4.0
-pins (rltui/sandbox/images.py). The session's head (tests/conftest.py ray_head), from the
+pins (sandbox/rltui_sandbox/images.py). The session's head (tests/conftest.py ray_head), from the
 sandbox's Ray environment as the sandbox's head pods start it; rltui's REST client (RayJobs)
 talks to it from rltui's venv, and the job supervisor's Ray class from that environment's
 Python, as its rayproject/ray:2.46.0 pod runs it."""
@@ -18,8 +18,8 @@ import pytest
 
 from rltui.cloud.errors import CloudError
 from rltui.cloud.rayjobs import RayJobs
-from rltui.sandbox import images
-from rltui.sandbox.rayhead import RayHead
+from rltui_sandbox import images
+from rltui_sandbox.rayhead import RayHead
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

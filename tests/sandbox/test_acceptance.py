@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.sandbox.manage import pid_alive, session_members
+from rltui_sandbox.manage import pid_alive, session_members
 
 HERE = Path(__file__).parent
 ENV_SH = HERE.parent / "data" / "env" / "devrel-demos.env.sh"

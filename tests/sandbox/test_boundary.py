@@ -1,5 +1,5 @@
 """The sandbox imitates Google and Kubernetes, not rltui: it imports nothing of rltui outside
-rltui/sandbox except plumbing (atomic writes, the latency profile's format). Read with ast,
+sandbox/rltui_sandbox except plumbing (atomic writes, the latency profile's format). Read with ast,
 not imported, so a lazy import inside a function counts too."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _outside(name: str) -> bool:
-    inside = name == "rltui.sandbox" or name.startswith("rltui.sandbox.")
+    inside = name == "rltui_sandbox" or name.startswith("rltui_sandbox.")
     return (name == "rltui" or name.startswith("rltui.")) and not inside
 
 
@@ -47,7 +47,7 @@ def test_the_sandbox_imports_only_plumbing_from_rltui() -> None:
     bad = [f"{path.relative_to(SANDBOX)}:{line}: {name}"
            for path in files for line, name in _imports(path)
            if _outside(name) and not any(name == a or name.startswith(a + ".") for a in ALLOWED)]
-    assert bad == [], "the sandbox must keep its own rules; move these into rltui/sandbox:\n" + "\n".join(bad)
+    assert bad == [], "the sandbox must keep its own rules; move these into sandbox/rltui_sandbox:\n" + "\n".join(bad)
 
 
 def test_the_checker_sees_relative_and_lazy_imports(tmp_path: Path) -> None:

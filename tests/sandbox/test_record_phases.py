@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rltui.sandbox.profile import Clock, LatencyProfile
-from rltui.sandbox.record import Record
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.world import World
+from rltui_sandbox.profile import Clock, LatencyProfile
+from rltui_sandbox.record import Record
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.world import World
 
 PROJECT, ZONE, REGION, CLUSTER = "any-project-id-works", "us-east1-b", "us-east1", "ray-a4-gpu-spot"
 

@@ -16,15 +16,15 @@ from typing import Callable, Iterator
 import pytest
 
 from rltui.atomic import write_private
-from rltui.sandbox.control import add_control_routes
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.kube import KubeStore
-from rltui.sandbox.kube.kubeconfig import SANDBOX_TOKEN
-from rltui.sandbox.manage import tool_env
-from rltui.sandbox.rest_compute import add_compute_routes
-from rltui.sandbox.services import CODELAB_APIS
-from rltui.sandbox.tools.install import install_tools
-from rltui.sandbox.world import World
+from rltui_sandbox.control import add_control_routes
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.kube import KubeStore
+from rltui_sandbox.kube.kubeconfig import SANDBOX_TOKEN
+from rltui_sandbox.manage import tool_env
+from rltui_sandbox.rest_compute import add_compute_routes
+from rltui_sandbox.services import CODELAB_APIS
+from rltui_sandbox.tools.install import install_tools
+from rltui_sandbox.world import World
 from tests import harness
 
 PROJECT = "rl-sandbox"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from google.cloud import container_v1
 
-from rltui.sandbox.faults import Faults
-from rltui.sandbox.tools import xpk as fake_xpk
+from rltui_sandbox.faults import Faults
+from rltui_sandbox.tools import xpk as fake_xpk
 
 ZONE, REGION = "us-east1-b", "us-east1"
 FLAGS = json.loads((Path(__file__).parents[1] / "data" / "xpk_1.16.0_flags.json").read_text())

@@ -270,10 +270,10 @@ async def test_the_session_reads_the_instance_the_lustre_panel_shows(tmp_path):
 
     from rltui.cloud.endpoints import Endpoints
     from rltui.cloud.lustre import LustreAdapter
-    from rltui.sandbox.grpc_lustre import add_lustre_services
-    from rltui.sandbox.profile import Clock, LatencyProfile
-    from rltui.sandbox.services import CODELAB_APIS
-    from rltui.sandbox.world import World
+    from rltui_sandbox.grpc_lustre import add_lustre_services
+    from rltui_sandbox.profile import Clock, LatencyProfile
+    from rltui_sandbox.services import CODELAB_APIS
+    from rltui_sandbox.world import World
     from rltui.session import Session
 
     speed = 6000.0  # a 12-minute create takes 0.12 s

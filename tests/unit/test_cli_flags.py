@@ -156,11 +156,11 @@ class FakeEndpoints:
 def fake_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from rltui import headless
     from rltui.cloud import rayjobs
-    from rltui.plan import engine
+    from rltui import sandbox_link
 
     monkeypatch.setattr(rayjobs, "RayJobs", FakeJobs)
     monkeypatch.setattr(headless, "Context", lambda cfg, ep: FakeContext(cfg, ep, tmp_path))
-    monkeypatch.setattr(engine, "endpoints_for", lambda sandbox: FakeEndpoints())
+    monkeypatch.setattr(sandbox_link, "endpoints_for", lambda sandbox: FakeEndpoints())
 
 
 def test_logs_of_a_job_that_does_not_exist_names_the_ones_that_do(

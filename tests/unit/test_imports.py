@@ -80,12 +80,12 @@ def _imports(path):
 @pytest.mark.parametrize("path", sorted((ROOT / "screens").glob("*.py")) + sorted((ROOT / "widgets").glob("*.py")),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_screens_and_widgets_reach_the_cloud_only_through_the_engine(path):
-    bad = [m for m in _imports(path) if m.startswith(("rltui.cloud", "rltui.sandbox"))]
+    bad = [m for m in _imports(path) if m.startswith(("rltui.cloud", "rltui_sandbox"))]
     assert not bad, f"{path.name} imports {bad}: take it from rltui.plan or the Session"
 
 
 def test_the_session_is_a_facade_over_plan_not_over_the_cli_printer():
-    bad = [m for m in _imports(ROOT / "session.py") if m.startswith(("rltui.headless", "rltui.cloud", "rltui.sandbox"))]
+    bad = [m for m in _imports(ROOT / "session.py") if m.startswith(("rltui.headless", "rltui.cloud", "rltui_sandbox"))]
     assert not bad, f"session.py imports {bad}"
 
 

@@ -1,4 +1,4 @@
-"""The sandbox kubelet's prober (rltui/sandbox/kuberay/probes.py) against a stand-in for a Ray
+"""The sandbox kubelet's prober (sandbox/rltui_sandbox/kuberay/probes.py) against a stand-in for a Ray
 2.46.0 dashboard agent and dashboard (a local HTTP server with their health routes and no
 /api/healthz): the probes KubeRay injects, as a kubelet runs them - HTTP status rules, the wget
 checks evaluated over HTTP, thresholds, the Unhealthy and Killing events."""
@@ -15,10 +15,10 @@ from aiohttp import web
 
 from rltui import manifests
 from rltui.config import parse_config
-from rltui.sandbox.kuberay import probes
-from rltui.sandbox.kuberay.probes import Probes, port_map, run_probe
-from rltui.sandbox.kuberay.templates import _pod_manifest
-from rltui.sandbox.kuberay.versions import KubeRay
+from rltui_sandbox.kuberay import probes
+from rltui_sandbox.kuberay.probes import Probes, port_map, run_probe
+from rltui_sandbox.kuberay.templates import _pod_manifest
+from rltui_sandbox.kuberay.versions import KubeRay
 
 CFG = parse_config({"PROJECT_ID": "rl-probes", "NUM_NODES": "2", "HF_TOKEN": "hf_" + "x" * 30})
 
@@ -175,7 +175,7 @@ def test_exec_probes_on_ray_2_46_make_it_ready_and_a_lost_gcs_unready_after_10_f
 def test_a_crashing_container_is_restarted_at_once_then_after_a_doubling_back_off() -> None:
     """The kubelet's CrashLoopBackOff, for the Ray head and process pods alike: a head that fails
     its liveness probe again and again is started less and less often, up to every 5 minutes."""
-    from rltui.sandbox.kuberay.pods import restart_backoff_s
+    from rltui_sandbox.kuberay.pods import restart_backoff_s
 
     assert [restart_backoff_s(n) for n in range(1, 8)] == [0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0]
     assert restart_backoff_s(30) == 300.0

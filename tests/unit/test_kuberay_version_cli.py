@@ -12,7 +12,7 @@ import pytest
 
 from rltui.cli import main
 from rltui.config import parse_config
-from rltui.sandbox import manage
+from rltui_sandbox import manage
 from rltui.script import equivalent_script
 
 

@@ -1,4 +1,4 @@
-"""The sandbox's KubeRay by version (rltui/sandbox/kuberay/versions.py): the probes the operator
+"""The sandbox's KubeRay by version (sandbox/rltui_sandbox/kuberay/versions.py): the probes the operator
 puts in the pods, the status it writes (conditions or none, readyWorkerReplicas, `state`), the
 head service - each as that KubeRay release does it - against the in-process KubeStore."""
 
@@ -11,11 +11,11 @@ import pytest
 
 from rltui import manifests
 from rltui.config import parse_config
-from rltui.sandbox.kube.store import KubeStore, now
-from rltui.sandbox.kuberay.operator import Operator
-from rltui.sandbox.kuberay.pods import _pod_status
-from rltui.sandbox.kuberay.templates import _head_service, _pod_manifest
-from rltui.sandbox.kuberay.versions import DEFAULT, SUPPORTED, KubeRay, UnsupportedVersion
+from rltui_sandbox.kube.store import KubeStore, now
+from rltui_sandbox.kuberay.operator import Operator
+from rltui_sandbox.kuberay.pods import _pod_status
+from rltui_sandbox.kuberay.templates import _head_service, _pod_manifest
+from rltui_sandbox.kuberay.versions import DEFAULT, SUPPORTED, KubeRay, UnsupportedVersion
 
 CFG = parse_config({"PROJECT_ID": "rl-versions", "NUM_NODES": "2", "HF_TOKEN": "hf_" + "x" * 30})
 RAYLET = "http://localhost:52365/api/local_raylet_healthz | grep success"

@@ -119,7 +119,7 @@ def test_applying_the_secret_again_drops_the_keys_env_sh_no_longer_sets(cfg):
 
 def test_the_wandb_key_file_is_a_netrc_wandb_finds(cfg, tmp_path):
     """wandb 0.21.1 reads its key from the netrc file NETRC names (apikey.api_key)."""
-    from rltui.sandbox.grpo_demo import tokens
+    from rltui_sandbox.grpo_demo import tokens
 
     path = tmp_path / "netrc"
     path.write_text(manifests.job_secret(cfg)["stringData"]["netrc"])

@@ -34,7 +34,7 @@ def rltui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
 def demo_log(tmp: Path, steps: int, generations: int) -> str:
     """The sandbox's GRPO demo (what the sandbox's Ray job runs), as `ray job logs` shows it."""
     env = dict(os.environ, RLTUI_DEMO_STEP_SECONDS="0", RLTUI_DEMO_CHECKPOINT_MB="0.1")
-    out = subprocess.run([sys.executable, "-m", "rltui.sandbox.grpo_demo", f"grpo.max_num_steps={steps}",
+    out = subprocess.run([sys.executable, "-m", "rltui_sandbox.grpo_demo", f"grpo.max_num_steps={steps}",
                           f"grpo.num_generations_per_prompt={generations}", "grpo.num_prompts_per_step=32",
                           f"policy.train_global_batch_size={32 * generations}", "checkpointing.enabled=True",
                           "checkpointing.save_period=2", f"checkpointing.checkpoint_dir={tmp / 'ckpt'}"],

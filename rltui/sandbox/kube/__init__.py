@@ -1,9 +1,0 @@
-"""The sandbox's stateful fake Kubernetes API: a store, its aiohttp server, a kubeconfig."""
-
-from rltui.sandbox.kube.api import make_app, start
-from rltui.sandbox.kube.errors import KubeError
-from rltui.sandbox.kube.kubeconfig import write_kubeconfig
-from rltui.sandbox.kube.store import KubeStore
-from rltui.sandbox.kube.watch import Watcher
-
-__all__ = ["KubeError", "KubeStore", "Watcher", "make_app", "start", "write_kubeconfig"]

@@ -1,0 +1,54 @@
+"""What rltui may use of the sandbox, and the version of that promise (CHANGELOG.md beside
+pyproject.toml has one line per change).
+
+rltui imports this module and nothing else of rltui_sandbox (rltui's import-linter contract).
+The promise covers:
+- `start(...)` and its options, `stop()`, `read_status()` and `sandbox_dir()`;
+- the status JSON (`daemon.json`, `rltui sandbox status --json`): the keys in STATUS_KEYS, and
+  `contract`, this version; a reader refuses a sandbox whose major version differs;
+- the environment `rltui sandbox env` prints (`env_lines`, `shell_tools`);
+- the fault commands: `preempt`;
+- the checks the CLI runs before starting one (`kuberay_version`, `ray_env_problem`).
+A minor version adds (a key, an option, a command); a major one changes or removes.
+"""
+
+from __future__ import annotations
+
+from .manage import SandboxError, Status, env_lines, preempt, read_status, sandbox_dir, shell_tools, start, stop
+
+CONTRACT_VERSION = "1.0"
+
+# Keys of the status JSON that rltui reads (daemon.py writes them); others are the sandbox's own.
+STATUS_KEYS = ("contract", "pid", "grpc", "kube_api", "compute", "rest", "adc", "bin_dir", "tool_env",
+               "speed", "kuberay_version")
+
+
+def major(version: str) -> int:
+    """The major number of a contract version ("1.0" -> 1); -1 when it is not one."""
+    head = str(version).partition(".")[0]
+    return int(head) if head.isdigit() else -1
+
+
+def kuberay_version(text: str) -> str:
+    """The KubeRay release `--kuberay-version` names, as the sandbox will run it; ValueError
+    (one line for the user) for one it does not imitate."""
+    from .kuberay.versions import KubeRay
+
+    return KubeRay.parse(text).version
+
+
+def ray_env_problem() -> str | None:
+    """Why no sandbox could start here (its cluster's Ray environment is missing), or None."""
+    from . import images
+
+    try:
+        images.ray_env()
+    except images.MissingRayEnv as exc:
+        return str(exc)
+    return None
+
+
+__all__ = [
+    "CONTRACT_VERSION", "STATUS_KEYS", "SandboxError", "Status", "env_lines", "kuberay_version",
+    "major", "preempt", "ray_env_problem", "read_status", "sandbox_dir", "shell_tools", "start", "stop",
+]
