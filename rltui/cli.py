@@ -11,8 +11,9 @@ import argparse
 import atexit
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from . import __version__
 from .sandbox_link import LUSTRE_QUOTA, cmd_sandbox

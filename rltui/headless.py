@@ -11,22 +11,22 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
 from .plan.engine import make_runner
-from .plan.jobs import (Refused, follow_logs, job_logs, job_status, record_log, retire_jobs,
-                        stop_jobs, submit_job)
+from .plan.jobs import Refused, follow_logs, job_logs, job_status, record_log, retire_jobs, stop_jobs, submit_job
 from .plan.view import fmt_s
 
 if TYPE_CHECKING:
-    from .cloud.endpoints import Endpoints
     from .cloud.computereads import Forked
+    from .cloud.endpoints import Endpoints
     from .plan.runner import RunEvent
 
-__all__ = ["Refused", "up", "check", "submit", "logs", "status", "down", "EventPrinter"]
+__all__ = ["EventPrinter", "Refused", "check", "down", "logs", "status", "submit", "up"]
 
 
 class EventPrinter:

@@ -13,10 +13,20 @@ from shlex import quote as q
 
 from . import __version__
 from .config import RLConfig
-from .manifests import (RAYCLUSTER_FILE, RUN_SCRIPT_FILE, RUNTIME_ENV_FILE, VOLUME_FILE,
-                        persistent_volume, persistent_volume_claim, ray_cluster, rayignore,
-                        run_script, runtime_env_json, secret_name, to_yaml)
-
+from .manifests import (
+    RAYCLUSTER_FILE,
+    RUN_SCRIPT_FILE,
+    RUNTIME_ENV_FILE,
+    VOLUME_FILE,
+    persistent_volume,
+    persistent_volume_claim,
+    ray_cluster,
+    rayignore,
+    run_script,
+    runtime_env_json,
+    secret_name,
+    to_yaml,
+)
 from .plan.codelab import APIS
 from .plan.folders import runs_subdir, xpk_subdir
 
@@ -159,4 +169,4 @@ esac
 """
 
 
-__all__ = ["equivalent_script", "APIS", "VOLUME_FILE", "RAYCLUSTER_FILE"]
+__all__ = ["APIS", "RAYCLUSTER_FILE", "VOLUME_FILE", "equivalent_script"]

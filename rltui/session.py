@@ -7,24 +7,25 @@ stops cloud operations: they run in the cloud, and reopening re-probes and resum
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError, Problem, RLConfig, parse_config
 from .envfile import EnvFile, EnvFileError
 from .plan.preflight import Check
 
 if TYPE_CHECKING:
-    from .cloud.endpoints import Endpoints
-    from .cloud.rayjobs import JobInfo
-    from .plan.background import Background
-    from .plan.context import Context
     import asyncio
 
+    from .cloud.endpoints import Endpoints
+    from .cloud.rayjobs import JobInfo
     from .cost import Estimate, Prices
     from .jobfeed import JobUpdate
     from .joblog import TrainingStep
+    from .plan.background import Background
+    from .plan.context import Context
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     Listener = Callable[[RunEvent], None]
 
-__all__ = ["Session", "ConfigState", "Check"]
+__all__ = ["Check", "ConfigState", "Session"]
 
 
 @dataclass(frozen=True)
@@ -171,9 +172,7 @@ class Session:
         """Teardown; `listener` hears the runner's events and, first, lines about a detached xpk
         create it stopped and about stopped jobs."""
         from .plan.background import stop_background
-        from .plan.jobs import stop_jobs
-
-        from .plan.jobs import retire_jobs
+        from .plan.jobs import retire_jobs, stop_jobs
 
         await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
@@ -293,9 +292,9 @@ class Session:
         """follow_parsed, tracked where it is parsed (rltui/jobfeed.py): `on_update` gets the
         new lines, the steps they changed, the checkpoints and the saves, at most every 0.1 s.
         Returns the final status and the last step record."""
-        from .jobfeed import JobFeed
-
         import asyncio
+
+        from .jobfeed import JobFeed
 
         feed = JobFeed(on_update)
         try:

@@ -6,9 +6,10 @@ The process and its record are cloud/detached.py's; this only names them for the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .context import Context
 

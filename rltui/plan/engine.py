@@ -4,14 +4,15 @@ local sandbox: sandbox_link.py), the run's log file, and the one Runner of a con
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .context import Context
 
 if TYPE_CHECKING:
     from ..cloud.endpoints import Endpoints
-    from .runner import RetryPolicy, Runner, RunEvent
+    from .runner import RetryPolicy, RunEvent, Runner
 
 
 def retry_policy(endpoints: Endpoints) -> RetryPolicy:

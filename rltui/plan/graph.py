@@ -3,7 +3,7 @@ closure of a set of targets, and a stable topological order. Pure: no I/O."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rltui.plan.step import Step
 

@@ -20,21 +20,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import asdict, dataclass, replace
 from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import manifests, words
 from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_health
 from ..names import blueprint_names
-from .. import manifests, words
 from . import leftovers, xpkstate
 from .context import Context
-from .ownership import (address_marked, cluster_marked, hand_delete, lustre_rule_name, marked,
-                        peering_marked, rule_marked)
+from .ownership import (
+    address_marked,
+    cluster_marked,
+    hand_delete,
+    lustre_rule_name,
+    marked,
+    peering_marked,
+    rule_marked,
+)
 
 if TYPE_CHECKING:
-    from ..cost import Estimate, Prices
     from ..cloud.computereads import ComputeReads, Forked
+    from ..cost import Estimate, Prices
 
 XPK_NETWORK_SUFFIXES = ("-net-0", "-net-1", "-rdma-net")
 K8S_OWNED = "app.kubernetes.io/managed-by"

@@ -13,8 +13,9 @@ networks last.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine
+from typing import Any
 
 from ..names import BlueprintNames, blueprint_names
 from . import xpkstate

@@ -32,8 +32,9 @@ with the command that deletes it by hand (`hand_delete`). Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from shlex import join
-from typing import Any, Mapping
+from typing import Any
 
 MANAGED_BY = {"managed-by": "rltui"}
 RULE_MARK = "managed-by=rltui"

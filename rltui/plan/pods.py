@@ -14,8 +14,20 @@ from decimal import Decimal, InvalidOperation
 
 from ..cloud.kube import KubeEvent, Obj
 
-__all__ = ["KubeEvent", "PodRow", "pod_row", "preempted", "desired_sizes", "requests",
-           "describe_lines", "HEAD_GROUP", "PodsSummary", "summarize", "age_text", "event_lists"]
+__all__ = [
+    "HEAD_GROUP",
+    "KubeEvent",
+    "PodRow",
+    "PodsSummary",
+    "age_text",
+    "describe_lines",
+    "desired_sizes",
+    "event_lists",
+    "pod_row",
+    "preempted",
+    "requests",
+    "summarize",
+]
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 # KubeRay's group label and its head group's value (ray-operator/controllers/ray/utils/

@@ -48,7 +48,7 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
         if data.get("version") != VERSION:
             raise ValueError(f"unknown progress file version {data.get('version')!r}")
         steps = {name: StepProgress(**{**rec, "state": StepState(rec["state"])})

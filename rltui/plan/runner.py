@@ -13,14 +13,17 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from rltui.backoff import delay_s
+from rltui.plan.graph import closure as _closure
+from rltui.plan.graph import destroy_needs as _destroy_needs
+from rltui.plan.graph import topo as _topo
+from rltui.plan.graph import validate as _validate
 from rltui.plan.progress import ProgressStore, RunRecord, StepProgress
-from rltui.plan.graph import closure as _closure, destroy_needs as _destroy_needs, topo as _topo, validate as _validate
-from rltui.plan.step import (Kept, PermanentError, Probe, Step, StepOutput, StepState,
-                             TransientError, kept_words)
+from rltui.plan.step import Kept, PermanentError, Probe, Step, StepOutput, StepState, TransientError, kept_words
 from rltui.plan.step import describe as _describe
 
 if TYPE_CHECKING:

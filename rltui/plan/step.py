@@ -10,11 +10,12 @@ import asyncio
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from ..cloud.errors import CloudError   # stdlib only at import, like this module
+from ..cloud.errors import CloudError  # stdlib only at import, like this module
 
 if TYPE_CHECKING:
     from .context import Context

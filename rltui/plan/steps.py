@@ -33,14 +33,27 @@ from .steps_addons import AddonsStep, gke_version
 from .steps_base import ContextStep, _gke_lock
 from .steps_cluster import CredentialsStep, EnableApisStep, XpkClusterStep
 from .steps_kube import DashboardStep, PvPvcStep, RayClusterStep, SecretStep
-from .steps_lustre import (IpRangeStep, LustreFirewallStep, LustreInstanceStep,
-                           NetworkReadyStep, PeeringStep)
+from .steps_lustre import IpRangeStep, LustreFirewallStep, LustreInstanceStep, NetworkReadyStep, PeeringStep
 
 __all__ = [
-    "AddonsStep", "ContextStep", "CredentialsStep", "DashboardStep", "EnableApisStep",
-    "IpRangeStep", "LustreFirewallStep", "LustreInstanceStep", "NetworkReadyStep",
-    "PeeringStep", "PvPvcStep", "RayClusterStep", "STEP_TYPES", "SecretStep", "XpkClusterStep",
-    "build_plan", "gke_version", "_gke_lock",
+    "STEP_TYPES",
+    "AddonsStep",
+    "ContextStep",
+    "CredentialsStep",
+    "DashboardStep",
+    "EnableApisStep",
+    "IpRangeStep",
+    "LustreFirewallStep",
+    "LustreInstanceStep",
+    "NetworkReadyStep",
+    "PeeringStep",
+    "PvPvcStep",
+    "RayClusterStep",
+    "SecretStep",
+    "XpkClusterStep",
+    "_gke_lock",
+    "build_plan",
+    "gke_version",
 ]
 
 

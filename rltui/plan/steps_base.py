@@ -4,7 +4,8 @@ waits on what xpk makes (they end as soon as no xpk is at work to make it)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from .context import Context
 from .step import Step, StepOutput, TransientError

@@ -7,8 +7,8 @@ from shlex import join
 from typing import TYPE_CHECKING, Any
 
 from ..words import count
-from .codelab import APIS
 from . import xpkstate
+from .codelab import APIS
 from .context import Context
 from .ownership import MANAGED_BY, cluster_marked, hand_delete, marked, not_rltuis
 from .step import Kept, PermanentError, Probe, StepOutput, StepState, TransientError

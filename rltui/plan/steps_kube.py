@@ -61,7 +61,7 @@ class SecretStep(ContextStep):
         # env.sh's without rltui ever comparing or showing a token. The pods mount it as files,
         # which the kubelet updates at its next sync; `submit` applies it again and its job
         # waits for them (manifests.run_script).
-        keys = sorted((current.get("data") or {}))
+        keys = sorted(current.get("data") or {})
         return Probe(exists=True, ready=True, reapply=True, detail=f"keys {', '.join(keys)}")
 
     async def apply(self, ctx: Context, out: StepOutput) -> None:

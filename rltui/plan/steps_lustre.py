@@ -5,17 +5,26 @@ network, not for xpk to finish."""
 from __future__ import annotations
 
 from shlex import join
-
 from typing import Any
 
 from ..cloud.errors import CloudError
 from ..names import BlueprintNames, blueprint_names
 from . import xpkstate
 from .context import Context
-from .ownership import (MANAGED_BY, RULE_MARK, address_marked, hand_delete, lustre_rule_name,
-                        marked, not_rltuis, peering_marked, rule_marked)
+from .ownership import (
+    MANAGED_BY,
+    RULE_MARK,
+    address_marked,
+    hand_delete,
+    lustre_rule_name,
+    marked,
+    not_rltuis,
+    peering_marked,
+    rule_marked,
+)
 from .step import Kept, PermanentError, Probe, StepOutput, TransientError
 from .steps_base import XPK_WAIT_ATTEMPTS, ContextStep
+
 
 class NetworkReadyStep(ContextStep):
     """Waits for the VPC network xpk makes first, so the Lustre chain starts early; the wait

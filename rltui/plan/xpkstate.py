@@ -43,6 +43,7 @@ from typing import Any
 # checked before anything runs): rltui/names.py.
 from ..names import unique_name
 
+
 def blueprint_file(xpk_dir: Path, project: str, region: str, cluster: str) -> Path:
     prefix = f"{project}-{region}".lower()
     return Path(xpk_dir) / "xpkclusters" / "blueprints" / prefix / (

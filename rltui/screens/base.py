@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.dom import DOMNode
-from ..widgets.keybar import KeyBar
 
 from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
 from ..widgets.fullview import FullView, copy_lines
 from ..widgets.inputframe import DrawsInputNow
+from ..widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from ..app import RLTuiApp
@@ -54,7 +55,7 @@ class WizardScreen(DrawsInputNow):
     ]
 
     @property
-    def wizard(self) -> "RLTuiApp":
+    def wizard(self) -> RLTuiApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:

@@ -9,7 +9,7 @@ Job parameters live on the Job screen.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
@@ -18,12 +18,22 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ..config import (ALIASES, DEVICE_TYPES, LUSTRE_TIERS, SECRET_FIELDS, ConfigError, RLConfig,
-                      check_field, misspelling_of, parse_config, region_of)
+from ..config import (
+    ALIASES,
+    DEVICE_TYPES,
+    LUSTRE_TIERS,
+    SECRET_FIELDS,
+    ConfigError,
+    RLConfig,
+    check_field,
+    misspelling_of,
+    parse_config,
+    region_of,
+)
 from ..session import ConfigState
 from ..widgets.form import FormField
-from .base import WizardScreen, env_path_text, stylesheet
 from ..widgets.inputframe import DrawsInputNow
+from .base import WizardScreen, env_path_text, stylesheet
 
 # (group title, [(variable, what it is)]) in the codelab's order
 GROUPS: list[tuple[str, list[tuple[str, str]]]] = [

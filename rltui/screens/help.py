@@ -12,8 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from .base import stylesheet
 from ..widgets.inputframe import DrawsInputNow
+from .base import stylesheet
 
 CLOSE = "Help · Escape (or q) closes · ctrl+q quits rltui · ↑ ↓ PgUp PgDn scroll"
 

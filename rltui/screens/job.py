@@ -15,7 +15,8 @@ lines wrap. The Ray dashboard's URL shows when the app publishes it (the bus top
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
@@ -24,8 +25,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from .. import manifests
-from ..config import (ALIASES, SECRET_FIELDS, ConfigError, Problem, RLConfig, check_field,
-                      parse_config, submit_problems)
+from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, RLConfig, check_field, parse_config, submit_problems
 from ..joblog import TrainingStep
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo

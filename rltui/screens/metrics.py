@@ -29,8 +29,19 @@ from textual.widgets import Static
 from .. import runs
 from ..joblog import TrainingStep
 from ..saves import Save, merge
-from ..widgets.charts import (Chart, ChartSpec, Series, Span, bar, downsample, fit_labels,
-                              nice_ticks, plot_columns, rate_unit, time_ticks)
+from ..widgets.charts import (
+    Chart,
+    ChartSpec,
+    Series,
+    Span,
+    bar,
+    downsample,
+    fit_labels,
+    nice_ticks,
+    plot_columns,
+    rate_unit,
+    time_ticks,
+)
 from .base import WizardScreen, stylesheet
 
 GIB = 1024 ** 3

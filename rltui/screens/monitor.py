@@ -10,8 +10,9 @@ GPU and CPU) over the side pane and the log. The Ray dashboard's address is unde
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
@@ -20,8 +21,8 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ..plan.pods import KubeEvent
 from ..joblog import CheckpointEvent, TrainingStep
+from ..plan.pods import KubeEvent
 from ..widgets.checkpoints import CheckpointsList
 from ..widgets.chrome import HeaderInfo
 from ..widgets.jobstrip import JobStrip

@@ -8,7 +8,8 @@ resume watching it: quitting rltui never stops cloud operations.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table

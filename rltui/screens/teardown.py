@@ -17,10 +17,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Log, Static
 
 from ..plan.runner import RunEvent, RunResult
+from ..plan.view import fmt_s
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo, stops_text
 from ..widgets.inventory import InventoryView, left_behind
-from ..plan.view import fmt_s
 from ..widgets.steps import StepsView, from_event, short_title
 from .base import WizardScreen, stylesheet
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 from rich.text import Text
 from textual.app import RenderResult

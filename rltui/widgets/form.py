@@ -8,7 +8,7 @@ and the Job screen's parameters.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual import events
@@ -45,12 +45,12 @@ class FormField(Widget):
     class Changed(Message):
         """The value changed (typed, chosen, or set by the form)."""
 
-        def __init__(self, field: "FormField", value: str) -> None:
+        def __init__(self, field: FormField, value: str) -> None:
             super().__init__()
             self.field, self.value = field, value
 
         @property
-        def control(self) -> "FormField":
+        def control(self) -> FormField:
             return self.field
 
     message: reactive[str] = reactive("", init=False)

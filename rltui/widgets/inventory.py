@@ -9,8 +9,9 @@ the full view (ctrl+o) lists each.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text

@@ -23,8 +23,8 @@ the y axis only, so the reader's x position stays.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from itertools import filterfalse
-from typing import Callable, Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.segment import Segment

@@ -9,7 +9,8 @@ the pod and its Events, the delete) and feed them in. Escape closes every one; e
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult

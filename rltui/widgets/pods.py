@@ -16,7 +16,7 @@ Keys (k9s): enter or `l` logs, `d` describe, ctrl+d delete (the screen confirms 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.binding import Binding

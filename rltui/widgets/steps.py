@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, ClassVar, Iterable
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -95,12 +96,12 @@ class StepsView(Widget, can_focus=True):
     """
 
     class Selected(Message):
-        def __init__(self, steps: "StepsView", name: str, by_user: bool) -> None:
+        def __init__(self, steps: StepsView, name: str, by_user: bool) -> None:
             super().__init__()
             self.steps, self.name, self.by_user = steps, name, by_user
 
         @property
-        def control(self) -> "StepsView":
+        def control(self) -> StepsView:
             return self.steps
 
     selected: reactive[str | None] = reactive(None)

@@ -13,7 +13,8 @@ path; tests/tui/test_logpane.py compares the rows with it.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rich.color import Color
 from rich.segment import Segment
