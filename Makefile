@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed-stamp
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when the dependencies change.
-$(STAMP): pyproject.toml | $(BIN)/python
+# Reinstall only when the dependencies change. One editable install holds both rltui and its
+# sandbox (sandbox/, a distribution of its own), both used live from this checkout.
+$(STAMP): pyproject.toml sandbox/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
@@ -28,10 +29,13 @@ $(RAY_STAMP): requirements-ray.txt
 
 ray-env: $(RAY_STAMP)
 
-# ruff, then mypy: both bare, so they check what pyproject.toml names (the whole tree; rltui).
+# ruff (the whole tree; sandbox/ under its own settings), the layers as import-linter contracts,
+# then mypy: rltui strict from the root, the sandbox under sandbox/pyproject.toml's settings.
 lint: $(STAMP)
 	$(BIN)/python -m ruff check
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m mypy
+	cd sandbox && ../$(BIN)/python -m mypy
 
 # The linters first: a lint failure stops here, before the (minutes-long) suite. Two workers
 # (pytest-xdist): most tests wait on a simulated clock, a Ray head or a terminal, not on a core.
@@ -61,7 +65,7 @@ sandbox: $(STAMP) ray-env
 screens: $(STAMP) ray-env
 	$(BIN)/python -m rltui.gallery --out screens
 
-# The performance figures (issue 13), each script's last line `name: value (goal)`; outside
+# The performance figures, each script's last line `name: value (goal)`; outside
 # `make test` (each starts its own sandbox; minutes each).
 bench: $(STAMP) ray-env
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -24,6 +24,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
+from .oncluster.jobstatus import FINAL, SETTLED
+from .screens import PAGES, SCREENS
 from .widgets.chrome import CostInfo, HeaderInfo, JobHeadline
 from .widgets.inputframe import INPUT_EVENTS
 
@@ -35,17 +37,6 @@ if TYPE_CHECKING:
     from .session import ConfigState
 
 
-# (mode, title, module, class, key)
-SCREENS: list[tuple[str, str, str, str, str]] = [
-    ("start", "Start", "start", "StartScreen", "f2"),
-    ("configure", "Configure", "configure", "ConfigureScreen", "f3"),
-    ("provision", "Provision", "provision", "ProvisionScreen", "f4"),
-    ("job", "Job", "job", "JobScreen", "f7"),
-    ("monitor", "Monitor", "monitor", "MonitorScreen", "f8"),
-    ("metrics", "Metrics", "metrics", "MetricsScreen", "f9"),
-    ("teardown", "Teardown", "teardown", "TeardownScreen", "f10"),
-]
-PAGES = [(mode, title) for mode, title, *_ in SCREENS]
 # Batched writes to the log pane (a burst of lines is one message), five a second: each
 # redraws every row of the pane, and a key's frame waits behind the one being drawn.
 LOG_FLUSH_S = 0.2
@@ -286,7 +277,7 @@ class RLTuiApp(App):
             if not self._busy("pods"):
                 self.watch_pods()
             if self.session.last_job_id() and not self._busy("logs") and \
-                    (self.bus.job_status.last or {}).get("status") not in ("SUCCEEDED", "FAILED", "STOPPED"):
+                    (self.bus.job_status.last or {}).get("status") not in FINAL:
                 self.follow_logs()
 
     @work(exclusive=True, group="cost", exit_on_error=False)
@@ -455,7 +446,7 @@ class RLTuiApp(App):
             if summary is not None and summary.get("attempts"):
                 self.bus.job_status.publish({"id": summary["id"], "status": summary["status"],
                                              "recovery": summary.get("recovery") or ""})
-                if summary["status"] in ("SUCCEEDED", "FAILED", "STOPPED", "UNKNOWN"):
+                if summary["status"] in SETTLED:
                     return
             await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
 

@@ -12,6 +12,7 @@ from textual.signal import Signal
 if TYPE_CHECKING:
     from textual.app import App
 
+    from .cost import Estimate
     from .joblog import CheckpointEvent, TrainingStep
     from .plan.inventory import Resource
     from .plan.pods import KubeEvent
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from .plan.runner import RunEvent, RunResult
     from .plan.view import PlanView
     from .saves import Save
+    from .seam import JobStatus, LustreInstance, LustreMetrics, Notice
     from .session import ConfigState
     from .widgets.chrome import HeaderInfo
 
@@ -107,17 +109,17 @@ class Bus:
     run_result: ReplaySignal[RunResult]
     inventory: ReplaySignal[list[Resource]]
     kube_events: ReplaySignal[list[dict[str, Any]]]
-    job_status: ReplaySignal[dict[str, Any]]          # {"id", "status"}
-    metrics: ReplaySignal[dict[str, Any]]             # plan/metrics.lustre_metrics
+    job_status: ReplaySignal[JobStatus]
+    metrics: ReplaySignal[LustreMetrics]              # Session.lustre_metrics
     dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
     raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
-    lustre: ReplaySignal[dict[str, Any]]              # Session.lustre_instance
+    lustre: ReplaySignal[LustreInstance]              # Session.lustre_instance
     saves: ReplaySignal[list[Save]]                   # every save of the followed job, timed
-    cost: ReplaySignal[Any]                           # rltui/cost.py Estimate of what exists; None: no prices
+    cost: ReplaySignal[Estimate | None]               # the Estimate of what exists; None: no prices
     run_event: ReplaySignal[RunEvent]
     pod_event: ReplaySignal[KubeEvent]
     log_lines: BatchReplaySignal[str]                 # a burst of lines, written in one batch
     step_records: BatchReplaySignal[TrainingStep]     # each changed step's newest version
     checkpoints: BatchReplaySignal[CheckpointEvent]
     teardown_event: ReplaySignal[RunEvent | str]      # runner events, and lines about stopped jobs
-    notice: ReplaySignal[tuple[str, str | None, str]]  # (severity, worker group, message)
+    notice: ReplaySignal[Notice]

@@ -45,6 +45,7 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
 
     from .app import RLTuiApp
     from .cloud.endpoints import Endpoints
+    from .oncluster.jobstatus import FINAL
     from .plan.step import StepState
     from .sandbox_link import check_status, contract
     from .session import Session
@@ -101,7 +102,7 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
                              lambda: len(bus.checkpoints.replayed()) >= 2 and bus.metrics.last
                              and bus.metrics.last.get("write"), pilot, 180)
                 await _until("the job's end", lambda: (bus.job_status.last or {}).get("status")
-                             in ("SUCCEEDED", "FAILED", "STOPPED"), pilot, 300)
+                             in FINAL, pilot, 300)
                 app.poll_metrics()
                 await pilot.pause(2.0)
                 await shot("metrics")

@@ -59,7 +59,8 @@ def deployment_name(job_id: str) -> str:
     return f"{NAME}-{run_key(job_id)}"
 
 
-CODE_FILES = ("supervisor.py", "kubeapi.py", "rayapi.py")  # the command runs the first; it imports the others
+# The command runs the first; it imports the others.
+CODE_FILES = ("supervisor.py", "kubeapi.py", "rayapi.py", "jobstatus.py")
 
 
 def supervisor_sources() -> dict[str, str]:

@@ -30,12 +30,29 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .session import Session
+
+if TYPE_CHECKING:
+    from .cloud.endpoints import Endpoints
+    from .cloud.rayjobs import JobInfo
+    from .cost import Estimate
+    from .jobfeed import JobUpdate
+    from .joblog import TrainingStep
+    from .plan.inventory import Resource
+    from .plan.pods import KubeEvent
+    from .plan.preflight import Check
+    from .plan.runner import RunEvent, RunResult
+    from .plan.view import PlanView
+    from .seam import LustreInstance, LustreMetrics
+
+P = ParamSpec("P")
+R = TypeVar("R")
+E = TypeVar("E")
 
 HEADER = struct.Struct(">I")
 LOG_LIMIT_BYTES = 5 * 1024 * 1024   # the worker's log starts again past this
@@ -241,9 +258,9 @@ async def _exit_code(proc: subprocess.Popen[bytes]) -> int | None:
 class RemoteSession(Session):
     """A Session whose cloud calls run in the worker process; the rest is the Session's own."""
 
-    def __init__(self, env_path: Path, endpoints_factory: Callable[[], Any]) -> None:
+    def __init__(self, env_path: Path, endpoints_factory: Callable[[], Endpoints]) -> None:
         self._generation = 0
-        self._view: Any = None
+        self._view: PlanView | None = None
         super().__init__(env_path, endpoints_factory)
         self.link = CloudLink(lambda: (str(self.env_path), self.endpoints, self._generation))
 
@@ -252,92 +269,104 @@ class RemoteSession(Session):
         self._generation += 1  # the worker reads env.sh again before its next call
         self._view = None
 
-    def plan_view(self) -> Any:
+    def plan_view(self) -> PlanView:
         """The worker's newest view of the plan; before it reported one, the local records'."""
         return self._view if self._view is not None else super().plan_view()
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return await self.link.call(name, *args, generation=self._generation, **kwargs)
 
-    def _stream(self, name: str, *args: Any) -> AsyncIterator[Any]:
-        return self.link.stream(name, *args, generation=self._generation)
+    async def _ask(self, method: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs) -> R:
+        """The Session's own coroutine `method`, run by the worker: its answer is the object the
+        in-process Session returns, pickled, so it has the method's type (taken on trust here)."""
+        return cast(R, await self._call(method.__name__, *args, **kwargs))
+
+    def _stream(self, method: Callable[P, AsyncIterator[R]], *args: P.args,
+                **kwargs: P.kwargs) -> AsyncIterator[R]:
+        """The Session's own async iterator `method`, run by the worker (as `_ask`)."""
+        return cast(AsyncIterator[R], self.link.stream(method.__name__, *args, generation=self._generation,
+                                                       **kwargs))
 
     # --- the plan: events carry the worker's view of the plan along ---
 
-    def _viewing(self, listener: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        def on_event(payload: tuple[Any, Any]) -> None:
+    def _viewing(self, listener: Callable[[E], None]) -> Callable[[tuple[E, PlanView | None]], None]:
+        def on_event(payload: tuple[E, PlanView | None]) -> None:
             event, view = payload
             if view is not None:
                 self._view = view
             listener(event)
         return on_event
 
-    async def up(self, listener: Any, targets: set[str] | None = None) -> Any:
-        result, self._view = await self._call("up", Callback(), targets, on_event=self._viewing(listener))
+    async def up(self, listener: Callable[[RunEvent], None], targets: set[str] | None = None) -> RunResult:
+        answer = await self._call("up", Callback(), targets, on_event=self._viewing(listener))
+        result, self._view = cast("tuple[RunResult, PlanView | None]", answer)
         return result
 
-    async def down(self, listener: Callable[[Any], None]) -> Any:
-        result, self._view = await self._call("down", Callback(), on_event=self._viewing(listener))
+    async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:
+        answer = await self._call("down", Callback(), on_event=self._viewing(listener))
+        result, self._view = cast("tuple[RunResult, PlanView | None]", answer)
         return result
 
     async def probe_plan(self) -> None:
-        _, self._view = await self._call("probe_plan")
+        _, self._view = cast("tuple[None, PlanView | None]", await self._call("probe_plan"))
 
-    async def inventory(self) -> Any:
-        return await self._call("inventory")
+    async def inventory(self) -> list[Resource]:
+        return await self._ask(super().inventory)
 
-    async def cost(self, resources: Any) -> Any:
-        return await self._call("cost", resources)
+    async def cost(self, resources: list[Resource]) -> Estimate | None:
+        return await self._ask(super().cost, resources)
 
-    async def preflight(self) -> Any:
-        return await self._call("preflight")
+    async def preflight(self) -> list[Check]:
+        return await self._ask(super().preflight)
 
     # --- job ---
 
     async def submit(self, resume: bool, new_folder: bool = False) -> str:
-        return str(await self._call("submit", resume, new_folder))
+        return await self._ask(super().submit, resume, new_folder)
 
     async def follow_logs(self, on_text: Callable[[str], Any], job_id: str | None = None) -> str:
         return str(await self._call("follow_logs", Callback(), job_id, on_event=on_text))
 
-    async def follow_job(self, on_update: Callable[[Any], Any], job_id: str | None = None) -> Any:
-        final, last = await self._call("follow_job", Callback(), job_id, on_event=on_update)
+    async def follow_job(self, on_update: Callable[[JobUpdate], Any],
+                         job_id: str | None = None) -> tuple[str, TrainingStep | None]:
+        answer = await self._call("follow_job", Callback(), job_id, on_event=on_update)
+        final, last = cast("tuple[str, TrainingStep | None]", answer)
         return str(final), last
 
-    async def job_summary(self) -> Any:
-        return await self._call("job_summary")
+    async def job_summary(self) -> dict[str, Any] | None:
+        return await self._ask(super().job_summary)
 
-    async def job_info(self, job_id: str | None = None) -> Any:
-        return await self._call("job_info", job_id)
+    async def job_info(self, job_id: str | None = None) -> JobInfo | None:
+        return await self._ask(super().job_info, job_id)
 
     # --- monitor and metrics ---
 
-    def pod_events(self) -> AsyncIterator[Any]:
-        return self._stream("pod_events")
+    def pod_events(self) -> AsyncIterator[KubeEvent]:
+        return self._stream(super().pod_events)
 
-    def kube_events(self) -> AsyncIterator[Any]:
-        return self._stream("kube_events")
+    def kube_events(self) -> AsyncIterator[list[dict[str, Any]]]:
+        return self._stream(super().kube_events)
 
-    def raycluster_events(self) -> AsyncIterator[Any]:
-        return self._stream("raycluster_events")
+    def raycluster_events(self) -> AsyncIterator[dict[str, Any]]:
+        return self._stream(super().raycluster_events)
 
     def pod_log(self, name: str, tail_lines: int = 500) -> AsyncIterator[str]:
-        return self._stream("pod_log", name, tail_lines)
+        return self._stream(super().pod_log, name, tail_lines)
 
     async def dashboard(self) -> str:
-        return str(await self._call("dashboard"))
+        return await self._ask(super().dashboard)
 
-    async def describe_pod(self, name: str) -> Any:
-        return await self._call("describe_pod", name)
+    async def describe_pod(self, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        return await self._ask(super().describe_pod, name)
 
     async def delete_pod(self, name: str) -> None:
-        await self._call("delete_pod", name)
+        await self._ask(super().delete_pod, name)
 
-    async def lustre_metrics(self, minutes: float = 30.0) -> Any:
-        return await self._call("lustre_metrics", minutes)
+    async def lustre_metrics(self, minutes: float = 30.0) -> LustreMetrics:
+        return await self._ask(super().lustre_metrics, minutes)
 
-    async def lustre_instance(self) -> Any:
-        return await self._call("lustre_instance")
+    async def lustre_instance(self) -> LustreInstance:
+        return await self._ask(super().lustre_instance)
 
     async def close(self) -> None:
         await self.link.close()

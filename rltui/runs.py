@@ -34,9 +34,9 @@ from typing import Any
 
 from .atomic import write_private
 from .joblog import JobLogParser, RunTracker, TimingTable, TrainingStep
+from .oncluster.jobstatus import FINAL
 
 VERSION = 1
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 FLUSH_S = 5.0   # while following: the steps reach the file at most this often, and at the end
 SUMMARIES = "summaries"
 # RLConfig's fields that describe a run (never a secret: HF_TOKEN and WANDB_API_KEY are not here).

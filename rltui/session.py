@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .config import ConfigError, Problem, RLConfig, parse_config
 from .envfile import EnvFile, EnvFileError
 from .plan.preflight import Check
+from .seam import LustreInstance
 
 if TYPE_CHECKING:
     import asyncio
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
     from .plan.view import PlanView
+    from .seam import LustreMetrics
 
     Listener = Callable[[RunEvent], None]
 
@@ -370,28 +372,28 @@ class Session:
 
     # --- metrics ---
 
-    async def lustre_metrics(self, minutes: float = 30.0) -> dict[str, Any]:
+    async def lustre_metrics(self, minutes: float = 30.0) -> LustreMetrics:
         from .plan.metrics import lustre_metrics
 
         return await lustre_metrics(self.context(), minutes)
 
-    async def lustre_instance(self) -> dict[str, Any]:
+    async def lustre_instance(self) -> LustreInstance:
         """The Lustre instance as the Metrics panel shows it, from google-cloud-lustre's
         Instance (state, mount_point `IP@tcp:/FS` - what the PV's `ip` attribute is cut from -,
-        capacity_gib, per_unit_storage_throughput, network); {"found": False} when absent."""
+        capacity_gib, per_unit_storage_throughput, network); `found=False` when absent."""
         from .manifests import lustre_ip
 
         ctx = self.context()
         instance_id = ctx.cfg.lustre_instance_id
         inst = await ctx.lustre.get(instance_id)
         if inst is None:
-            return {"id": instance_id, "found": False}
-        return {"id": instance_id, "found": True, "state": inst.state.name,
-                "mount_point": inst.mount_point,
-                "ip": lustre_ip(inst.mount_point) if inst.mount_point else "",
-                "capacity_gib": int(inst.capacity_gib),
-                "throughput": int(inst.per_unit_storage_throughput),
-                "filesystem": inst.filesystem, "network": inst.network}
+            return LustreInstance(instance_id, found=False)
+        return LustreInstance(instance_id, found=True, state=inst.state.name,
+                              mount_point=inst.mount_point,
+                              ip=lustre_ip(inst.mount_point) if inst.mount_point else "",
+                              capacity_gib=int(inst.capacity_gib),
+                              throughput=int(inst.per_unit_storage_throughput),
+                              filesystem=inst.filesystem, network=inst.network)
 
     async def close(self) -> None:
         if self._ctx is not None:

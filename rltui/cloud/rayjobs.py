@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from ..oncluster.jobstatus import FINAL
 from .errors import CloudError, classify, retry
 from .rayrest import RayApiError, RayRest, TailDropped
 
@@ -40,7 +41,6 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 # A job submission uploads the working dir: allow for that; other calls are small.
 SUBMIT_TIMEOUT_S = 300.0
 CALL_TIMEOUT_S = 30.0
@@ -62,7 +62,7 @@ class JobInfo:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL
+        return self.status in FINAL
 
 
 # Told each JobInfo `follow` reads (before the job's text, and again once it is over): the
@@ -230,7 +230,7 @@ class RayJobs:
         status = await self._followed_status(job_id)  # an unknown id fails here, clearly
         failing_since: float | None = None
         attempt = 0
-        while status not in TERMINAL:
+        while status not in FINAL:
             try:
                 if await self._tail_once(job_id, cursor, check_s):
                     failing_since, attempt = None, 0
@@ -245,7 +245,7 @@ class RayJobs:
                 if not err.transient or time.monotonic() - failing_since > give_up_s:
                     raise err from exc
                 log.info("log tail of %s dropped (%s); reconnecting", job_id, err.message)
-            if status not in TERMINAL:
+            if status not in FINAL:
                 await asyncio.sleep(random.uniform(0, min(10.0, self.backoff_s * 2 ** attempt)))
                 attempt += 1
         text = await self.logs(job_id)
@@ -274,7 +274,7 @@ class RayJobs:
                 while True:
                     done, _ = await asyncio.wait({pending}, timeout=check_s)
                     if not done:
-                        if await self.status(job_id) in TERMINAL:
+                        if await self.status(job_id) in FINAL:
                             return seen > 0  # the final fetch delivers the rest
                         continue
                     try:

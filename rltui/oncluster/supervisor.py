@@ -67,9 +67,11 @@ import time
 from typing import Any
 
 try:  # in the package (rltui's tests), or beside these files in the ConfigMap's folder (the pod)
+    from .jobstatus import ACTIVE, FINAL
     from .kubeapi import Kube, Trouble
     from .rayapi import LogTail, Ray
 except ImportError:
+    from jobstatus import ACTIVE, FINAL  # type: ignore[import-not-found,no-redef]
     from kubeapi import Kube, Trouble  # type: ignore[import-not-found,no-redef]
     from rayapi import LogTail, Ray  # type: ignore[import-not-found,no-redef]
 
@@ -77,8 +79,6 @@ log = logging.getLogger("rltui-supervisor")
 
 SPEC_KEY, FILE_PREFIX = "spec.json", "job."
 STATE_KEY = "state.json"
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-RAY_ACTIVE = ("PENDING", "RUNNING")
 # A driver line has no Ray prefix; worker lines start with "(ActorName pid=...)".
 STEP_LINE = re.compile(r"^\s*=+ Step (\d+)/(\d+) =+\s*$")
 SAVE_LINE = re.compile(r"^Saving checkpoint for step (\d+)\.\.\.")
@@ -355,8 +355,8 @@ class Supervisor:
         if job.get("start_time"):
             attempt["started_at"] = float(job["start_time"]) / 1000.0
         status = str(job.get("status") or "")
-        self._track(state, attempt, ended=status not in RAY_ACTIVE)
-        if status in RAY_ACTIVE:
+        self._track(state, attempt, ended=status not in ACTIVE)
+        if status in ACTIVE:
             state["status"], attempt["status"] = "RUNNING", status
             return
         attempt["status"] = status
@@ -386,7 +386,7 @@ class Supervisor:
                 job = self.ray.job(old["id"])
             except Trouble:
                 return f"cannot tell whether attempt {old['id']} still runs (the job API does not answer)"
-            if job is not None and str(job.get("status") or "") in RAY_ACTIVE:
+            if job is not None and str(job.get("status") or "") in ACTIVE:
                 self.ray.stop(old["id"])
                 return f"stopping attempt {old['id']}, which Ray still runs, before resubmitting"
         return ""

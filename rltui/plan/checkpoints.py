@@ -166,8 +166,9 @@ async def ask_volume(ctx: Context, base: str) -> Volume:
     """What the volume holds of `base`'s family, from a short Ray job on the head (see above).
     A CloudError when it cannot be known: a submit then does not guess."""
     from ..cloud.errors import CloudError
-    from ..cloud.rayjobs import TERMINAL, RayJobs
+    from ..cloud.rayjobs import RayJobs
     from ..cloud.rayrest import RayRest
+    from ..oncluster.jobstatus import FINAL
 
     what = f"checking {base} on the Lustre volume"
     started = time.monotonic()
@@ -180,7 +181,7 @@ async def ask_volume(ctx: Context, base: str) -> Volume:
                           submission_id=job_id, metadata=METADATA)
     try:
         pause = 0.1
-        while (info := await jobs.info(job_id)).status not in TERMINAL:
+        while (info := await jobs.info(job_id)).status not in FINAL:
             if time.monotonic() - started > PROBE_TIMEOUT_S:
                 await jobs.stop(job_id)
                 raise CloudError(f"{what}: the check job {job_id} is still {info.status} after"

@@ -42,7 +42,7 @@ def find_cycle(names: list[str], graph: dict[str, tuple[str, ...]]) -> list[str]
         stack.append(n)
         for d in graph[n]:
             if colour[d] == 1:
-                return stack[stack.index(d):] + [d]
+                return [*stack[stack.index(d):], d]
             if colour[d] == 0:
                 found = visit(d, stack)
                 if found:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
+from ..seam import LustreMetrics
 from .context import Context
 
 
-async def lustre_metrics(ctx: Context, minutes: float = 30.0) -> dict[str, Any]:
+async def lustre_metrics(ctx: Context, minutes: float = 30.0) -> LustreMetrics:
     from ..cloud.monitoring import MonitoringAdapter
 
     cfg = ctx.cfg
@@ -21,8 +21,8 @@ async def lustre_metrics(ctx: Context, minutes: float = 30.0) -> dict[str, Any]:
     # per period, app.poll_metrics) come more often than a reference minute.
     period = max(1, math.ceil(60 * ctx.endpoints.time_scale - 1e-9))
     instance = cfg.lustre_instance_id
-    out: dict[str, Any] = {"at": time.time(), "period_s": period}
-    out.update(await mon.throughput(instance, minutes=minutes, period_s=period))
-    out["used"] = await mon.used_bytes(instance, minutes=minutes, period_s=period)
-    out["capacity_gib"] = cfg.lustre_capacity
-    return out
+    at = time.time()
+    rates = await mon.throughput(instance, minutes=minutes, period_s=period)
+    used = await mon.used_bytes(instance, minutes=minutes, period_s=period)
+    return LustreMetrics(at, period, tuple(rates["read"]), tuple(rates["write"]), tuple(used),
+                         cfg.lustre_capacity)

@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..cloud.errors import CloudError  # stdlib only at import, like this module
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class StepState(str, Enum):
+class StepState(StrEnum):
     PENDING = "pending"
     WAITING = "waiting"          # needs not met, or a lock is held by another step
     RUNNING = "running"

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import manifests_supervisor as ms
+from ..oncluster.jobstatus import FINAL
 from .context import Context
 
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 SUPERVISOR_SELECTOR = f"{ms.ROLE_LABEL}={ms.NAME}"
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
+from textual.events import Resize
 
 from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
 from ..widgets.fullview import FullView, copy_lines
@@ -47,7 +48,7 @@ class WizardScreen(DrawsInputNow):
     MODE = ""
     TITLE = ""
     # priority: a focused TextArea or Input would take ctrl+y (redo) first
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+o", "full_screen", "full screen", priority=True,
                 tooltip="Open the focused pane full-screen (lines wrap; escape closes)"),
         Binding("ctrl+y", "copy_pane", "copy", priority=True,
@@ -56,10 +57,14 @@ class WizardScreen(DrawsInputNow):
 
     @property
     def wizard(self) -> RLTuiApp:
-        return self.app  # type: ignore[return-value]
+        from ..app import RLTuiApp  # here: app.py imports the screens
+
+        app = self.app
+        assert isinstance(app, RLTuiApp)  # the screens run in the wizard only
+        return app
 
     def compose(self) -> ComposeResult:
-        from ..app import PAGES
+        from . import PAGES
 
         self._fit_width()   # before the children exist: restyling them all costs the first frame
         yield WizardHeader(id="wizard-header")
@@ -80,7 +85,7 @@ class WizardScreen(DrawsInputNow):
     # which a screen built after the terminal got its size may never receive.
     NARROW_BELOW = 110
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Resize) -> None:
         self._fit_width()
 
     def on_screen_resume(self) -> None:
@@ -118,7 +123,8 @@ class WizardScreen(DrawsInputNow):
         """A screen's own `check_action` decides its own actions; the pane keys stay the
         frame's (below), whether or not it calls super()."""
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("check_action")
+        own: Callable[[WizardScreen, str, tuple[object, ...]], bool | None] | None = \
+            cls.__dict__.get("check_action")
         if own is None or getattr(own, "_pane_aware", False):
             return
 
@@ -128,6 +134,8 @@ class WizardScreen(DrawsInputNow):
                 return WizardScreen.check_action(self, action, parameters)
             return own(self, action, parameters)
 
+        # A deliberate monkeypatch, which mypy forbids by design (a mark on a function, a
+        # method replaced on the class).
         check_action._pane_aware = True  # type: ignore[attr-defined]
         cls.check_action = check_action  # type: ignore[method-assign]
 

@@ -18,10 +18,10 @@ the saves and the Lustre panel sit side by side under it. From 100x32 all six pa
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.events import Resize
 from textual.widgets import Static
@@ -104,8 +104,8 @@ def throughput_spec(metrics: dict[str, Any] | None, key: str, saves: list[Save],
     spans = save_spans(saves, at, (start, end), plot_columns(width, yticks)) if saves else ()
     end = max([end, *(s.x1 for s in spans)])
     per, ticks = time_ticks(-start)
-    xs, ys = downsample(xs, ys, max(2 * width, 16))
-    spec = ChartSpec(series=(Series(xs, ys, "accent" if key == "write" else "secondary"),),
+    drawn_xs, drawn_ys = downsample(xs, ys, max(2 * width, 16))
+    spec = ChartSpec(series=(Series(drawn_xs, drawn_ys, "accent" if key == "write" else "secondary"),),
                      spans=spans, xlim=(start, end),
                      xticks=tuple((t * per, label) for t, label in ticks), yticks=yticks)
     return spec, f"{name} ({unit}) · peak {peak / scale:.3g} {unit} · period {period:g} s"
@@ -128,10 +128,11 @@ def step_specs(records: list[TrainingStep], width: int,
                 records[-1].total_steps if records else 1])
     xlim, xticks = (0.5, last + 0.5), step_ticks(last)
     rewarded = [(float(r.global_step), r.avg_reward) for r in records if r.avg_reward is not None]
-    timed = [r for r in records if r.step_time_s is not None]
-    saved = [r for r in timed if r.checkpoint_s is not None]
-    marks = (Series(tuple(float(r.global_step) for r in saved),
-                    tuple(r.step_time_s for r in saved), "warning", "scatter"),) if saved else ()
+    timed = [(float(r.global_step), r.step_time_s) for r in records if r.step_time_s is not None]
+    saved = [(float(r.global_step), r.step_time_s) for r in records
+             if r.step_time_s is not None and r.checkpoint_s is not None]
+    marks = (Series(tuple(x for x, _ in saved),
+                    tuple(t for _, t in saved), "warning", "scatter"),) if saved else ()
 
     def spec(pairs: list[tuple[float, float]], extra: tuple[Series, ...], color: str,
              signed: bool, under: list[tuple[float, float]] | None = None) -> ChartSpec:
@@ -152,7 +153,7 @@ def step_specs(records: list[TrainingStep], width: int,
         return ChartSpec((*drawn, *extra), xlim=xlim, xticks=xticks, yticks=nice_ticks(hi))
 
     return (spec(rewarded, (), "success", True, previous),
-            spec([(float(r.global_step), r.step_time_s) for r in timed], marks, "primary", False)
+            spec(timed, marks, "primary", False)
             if timed else ChartSpec(empty=NO_STEP_TIME if not records else
                                     "Waiting for the first step to finish"))
 
@@ -271,10 +272,11 @@ class MetricsScreen(WizardScreen):
     MODE = "metrics"
     TITLE = "Metrics"
     AUTO_FOCUS = "#write-chart"
-    BINDINGS = [Binding("ctrl+u", "refresh_metrics", "ask again"),
-                Binding("v", "next_chart", "next chart"),
-                Binding("p", "previous_run", "previous run",
-                        tooltip="Overlay the previous run's reward curve (rltui runs), again: off")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+u", "refresh_metrics", "ask again"),
+        Binding("v", "next_chart", "next chart"),
+        Binding("p", "previous_run", "previous run",
+                tooltip="Overlay the previous run's reward curve (rltui runs), again: off")]
 
     def __init__(self) -> None:
         super().__init__()

@@ -12,12 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -37,7 +39,7 @@ NO_DASHBOARD = "once the RayCluster is up"
 WIDE = 120   # from this width the pods span the screen
 
 
-def _when(event: dict) -> float | None:
+def _when(event: dict[str, Any]) -> float | None:
     meta = event.get("metadata") or {}
     for stamp in (event.get("lastTimestamp"), event.get("eventTime"),
                   event.get("firstTimestamp"), meta.get("creationTimestamp")):
@@ -52,18 +54,18 @@ def _when(event: dict) -> float | None:
 class RecentEvents(Widget, can_focus=True):
     """Kubernetes Events, newest first: age, reason, object, message (warnings stand out)."""
 
-    COMPONENT_CLASSES = {"events--warning", "events--dim"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"events--warning", "events--dim"}
     DEFAULT_CSS = """
     RecentEvents { height: auto; }
     RecentEvents > .events--warning { color: $warning; text-style: bold; }
     RecentEvents > .events--dim { color: $text-muted; }
     """
 
-    def __init__(self, now: Callable[[], float] = time.time, **kwargs) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.now = now
         self.prefix = ""   # "<cluster>-": left out of object names, as in the pods table
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)  # ages move on, as the pods table's do
@@ -72,7 +74,7 @@ class RecentEvents(Widget, can_focus=True):
         if self.events:  # drawn again against the clock; the API is not asked again
             self.refresh()
 
-    def set_events(self, events: list[dict]) -> None:
+    def set_events(self, events: list[dict[str, Any]]) -> None:
         dated = sorted(events, key=lambda e: _when(e) or 0.0, reverse=True)
         self.events = dated[:RECENT_EVENTS]
         self.refresh(layout=True)
@@ -90,7 +92,7 @@ class RecentEvents(Widget, can_focus=True):
             lines.append("       " + " ".join(str(ev.get("message", "")).split()))
         return "Recent events", lines
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, 2 * len(self.events))
 
     def render(self) -> Text:
@@ -121,7 +123,7 @@ class MonitorScreen(WizardScreen):
     CSS_PATH = stylesheet(__file__)
     MODE = "monitor"
     TITLE = "Monitor"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+f", "search", "search log", tooltip="Search the job log (enter: older match)"),
         Binding("ctrl+e", "follow", "follow log", tooltip="Back to the newest lines and keep following"),
         # Enter anywhere on Monitor (not typed into the search box): the selected pod's log.
@@ -168,7 +170,7 @@ class MonitorScreen(WizardScreen):
         self._arrange(self.app.size.width)
         self.query_one("#job-log").focus()
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Resize) -> None:
         self._arrange(self.app.size.width)
 
     def on_screen_resume(self) -> None:
@@ -254,7 +256,7 @@ class MonitorScreen(WizardScreen):
     def _on_checkpoints(self, events: list[CheckpointEvent]) -> None:
         self.query_one(CheckpointsList).add(events)
 
-    def _on_kube_events(self, events: list[dict]) -> None:
+    def _on_kube_events(self, events: list[dict[str, Any]]) -> None:
         self.query_one(RecentEvents).set_events(events)
 
     # --- pod actions (the pods table's k9s keys, and the palette) ---

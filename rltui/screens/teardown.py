@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Log, Static
 
@@ -50,7 +50,7 @@ class TeardownScreen(WizardScreen):
     TITLE = "Teardown"
     AUTO_FOCUS = "#confirm"
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the confirmation Input has focus and binds ctrl+d itself (delete right)
         Binding("ctrl+d", "delete_all", "delete all", priority=True),
         Binding("ctrl+u", "refresh", "ask again", priority=True),
@@ -224,7 +224,7 @@ class TeardownScreen(WizardScreen):
         self.query_one("#confirm-section").display = True
         self._refresh_actions()
 
-    def _on_notice(self, notice: tuple) -> None:
+    def _on_notice(self, notice: tuple[str, str | None, str]) -> None:
         """The teardown worker raised: no result will come, so stop showing "deleting"."""
         if len(notice) >= 3 and notice[0] == "error" and notice[1] == "teardown":
             self.phase = "done"

@@ -77,7 +77,7 @@ def fit_labels(centers: Sequence[float], labels: Sequence[tuple[str, ...]], cols
     marker's alternatives (longest first) all at their longest, else all at their shortest,
     else the shortest of as many as fit, newest (rightmost) first; "" = no label."""
     def fits(chosen: Sequence[str]) -> bool:
-        spans = sorted((c - len(t) / 2, c + len(t) / 2) for c, t in zip(centers, chosen) if t)
+        spans = sorted((c - len(t) / 2, c + len(t) / 2) for c, t in zip(centers, chosen, strict=True) if t)
         return all(b[0] - a[1] >= gap for a, b in pairwise(spans))
 
     for level in (0, -1):
@@ -123,7 +123,7 @@ def time_ticks(span_s: float, count: int = 4) -> tuple[float, tuple[Tick, ...]]:
     labels = [f"{t:g}" for t in ticks]
     labels[0] = f"{labels[0]} {unit}"
     labels[-1] = "now"
-    return per, tuple(zip(ticks, labels))
+    return per, tuple(zip(ticks, labels, strict=True))
 
 
 def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int,
@@ -168,7 +168,7 @@ class Chart(PlotextPlot, can_focus=True):
                  classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._spec = ChartSpec(empty=empty)
-        self._built: tuple[object, ...] | None = None   # (spec, width, height, theme)
+        self._built: tuple[ChartSpec, int, int, str] | None = None   # (spec, width, height, theme)
         self._text: Text = Text()
         self._last_build = -math.inf
         self._timer: Timer | None = None
@@ -186,7 +186,7 @@ class Chart(PlotextPlot, can_focus=True):
         """The spec of the frame on screen."""
         if self._spec.empty:
             return self._spec
-        return self._built[0] if self._built is not None else None  # type: ignore[return-value]
+        return self._built[0] if self._built is not None else None
 
     def show(self, spec: ChartSpec) -> None:
         """Draw now if the last build is a second old, else once when it is."""
@@ -204,7 +204,7 @@ class Chart(PlotextPlot, can_focus=True):
                  for s in spec.spans]
         for n, series in enumerate(spec.series, 1):
             lines.append(f"series {n} ({series.kind}): x y")
-            lines += [f"{x:.6g} {y:.6g}" for x, y in zip(series.xs, series.ys)]
+            lines += [f"{x:.6g} {y:.6g}" for x, y in zip(series.xs, series.ys, strict=True)]
         return title, lines
 
     def _schedule(self) -> None:

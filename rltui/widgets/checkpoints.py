@@ -8,8 +8,10 @@ A time worked out from old log lines shows `~`; a save still running shows "savi
 from __future__ import annotations
 
 import time
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from ..joblog import CheckpointEvent
@@ -37,14 +39,14 @@ def save_row(step: int, started: float | None, estimated: bool, seconds: float |
 class CheckpointsList(Widget):
     """Newest first; a step saved again (after a resume) replaces its row."""
 
-    COMPONENT_CLASSES = {"checkpoints--header", "checkpoints--empty"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"checkpoints--header", "checkpoints--empty"}
     DEFAULT_CSS = """
     CheckpointsList { height: auto; }
     CheckpointsList > .checkpoints--header { color: $text-muted; text-style: bold; }
     CheckpointsList > .checkpoints--empty { color: $text-muted; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._saved: dict[int, CheckpointEvent | Save] = {}
         self._estimated = False
@@ -55,7 +57,7 @@ class CheckpointsList(Widget):
             bus.saves.subscribe(self, self.show)
             bus.job_status.subscribe(self, self._on_job_status)
 
-    def _on_job_status(self, status: dict) -> None:
+    def _on_job_status(self, status: dict[str, Any]) -> None:
         if status.get("reset"):  # a new job, or none after teardown
             self._saved.clear()
             self._estimated = False
@@ -90,7 +92,7 @@ class CheckpointsList(Widget):
     def checkpoints(self) -> list[CheckpointEvent | Save]:
         return [self._saved[s] for s in sorted(self._saved, reverse=True)]
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         rows = min(len(self._saved), MAX_ROWS + 1)  # + "N older" (full view: ctrl+o shows all)
         return 1 + max(1, rows) + (1 if self._any_estimated() else 0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events
@@ -176,14 +176,14 @@ class WizardHeader(Widget):
         unpriced = f", {len(c.unpriced)} unpriced" if c.unpriced and rate == "full" else ""
         return f"{total} ({money(c.per_hour, c.currency)}/h{unpriced})"
 
-    COMPONENT_CLASSES = {"badge-sandbox", "badge-real"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"badge-sandbox", "badge-real"}
 
 
 class StepBar(Widget):
     """The wizard's steps on one line; also the navigation (click, or the keys in the footer).
     One widget, not one per step: every screen builds it, the first frame among them."""
 
-    COMPONENT_CLASSES = {"step-bar--step", "step-bar--hover", "step-bar--current"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"step-bar--step", "step-bar--hover", "step-bar--current"}
 
     class Selected(Message):
         def __init__(self, mode: str) -> None:

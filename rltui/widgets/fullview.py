@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import accumulate
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.screen import ModalScreen
@@ -73,7 +73,7 @@ class Pane(Protocol):
     def pane_text(self) -> tuple[str, list[str]] | None: ...
 
 
-def copy_lines(app: App, title: str, lines: list[str], *, keep_end: bool = False,
+def copy_lines(app: App[Any], title: str, lines: list[str], *, keep_end: bool = False,
                in_full_view: bool = False) -> None:
     """Put the lines on the clipboard (OSC 52) and say what was copied and the fallback."""
     kept = fitting(lines, keep_end=keep_end)
@@ -92,14 +92,14 @@ class WrappedLines(ScrollView, can_focus=True):
     """Lines wrapped at the view's width, laid out lazily; scroll keys, wheel, selection."""
 
     ALLOW_SELECT = True
-    COMPONENT_CLASSES = {"wrapped--current"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"wrapped--current"}
     DEFAULT_CSS = """
     WrappedLines { overflow-x: hidden; overflow-y: scroll; background: $surface; }
     WrappedLines > .wrapped--current { background: $accent; color: $text; text-style: bold; }
     """
 
     def __init__(self, lines: list[str], *, at_end: bool = False,
-                 at_line: tuple[int, int] | None = None, **kwargs) -> None:
+                 at_line: tuple[int, int] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.at_end = at_end                # first shown at the last line
         self.at_line = at_line              # or at this (line, row in view), the line marked
@@ -195,7 +195,7 @@ class FullView(ModalScreen[None], DrawsInputNow):
     }
     FullView > #fullview-text { height: 1fr; padding: 0 0 0 1; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "close"),
         Binding("q", "close", "close", show=False),
         Binding("ctrl+y", "copy", "copy", priority=True),

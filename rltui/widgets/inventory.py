@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -104,7 +104,7 @@ def columns(resources: list[Any], width: int) -> Columns:
 class InventoryView(Widget):
     """The inventory table; `resources` None means "not asked yet"."""
 
-    COMPONENT_CLASSES = {"inventory--header", "inventory--owned", "inventory--foreign",
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"inventory--header", "inventory--owned", "inventory--foreign",
                          "inventory--leak", "inventory--muted"}
     DEFAULT_CSS = """
     InventoryView { height: auto; }

@@ -6,6 +6,8 @@ is published again as its step fills in, so the newest record per step wins.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, TypedDict
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -14,6 +16,20 @@ from ..joblog import TrainingStep
 BARS = "▁▂▃▄▅▆▇█"
 TREND_POINTS = 12
 KEEP = 4 * TREND_POINTS  # the records summary() reads: the newest steps
+
+
+class JobSummary(TypedDict):
+    """What JobStrip.summary() returns."""
+
+    status: str | None
+    job_id: str | None
+    recovery: str
+    step: tuple[int, int] | None  # (step, total_steps) of the step running now
+    reward: float | None
+    reward_delta: float | None
+    step_time_s: float | None
+    rewards: list[float]
+    step_times: list[float]
 
 
 def sparkline(values: list[float]) -> str:
@@ -29,7 +45,7 @@ def sparkline(values: list[float]) -> str:
 class JobStrip(Widget):
     """Two lines: `RUNNING  step 7/20  reward 0.410 (+0.050)  412.3 s/step` and the trends."""
 
-    COMPONENT_CLASSES = {"strip--ok", "strip--busy", "strip--bad", "strip--label"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"strip--ok", "strip--busy", "strip--bad", "strip--label"}
     DEFAULT_CSS = """
     JobStrip { height: 2; }
     JobStrip > .strip--ok { color: $success; text-style: bold; }
@@ -39,7 +55,7 @@ class JobStrip(Widget):
     """
 
     def __init__(self, *, empty: str = "no job yet: submit one on the Job screen (F7)",
-                 **kwargs) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.empty = empty
         self.job_id: str | None = None
@@ -48,7 +64,7 @@ class JobStrip(Widget):
         self._last: TrainingStep | None = None   # the step running now (a rerun may go back)
         self.recovery = ""  # "preempted at step 9, resumed from step 8 in 3:10"
 
-    def set_status(self, status: dict) -> None:
+    def set_status(self, status: dict[str, Any]) -> None:
         if status.get("reset"):   # a new job, or none after teardown: nothing of the old one
             self.job_id, self.status, self.recovery = status.get("id"), status.get("status") or None, ""
             self._records.clear()
@@ -76,23 +92,23 @@ class JobStrip(Widget):
                 del self._records[step]
         self.refresh()
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> JobSummary:
         """What the strip shows, as values (tests and other screens read it)."""
         # The newest few only: every record of a long job's replay, sorted on each repaint,
         # cost ~15 ms a frame at 18,000 steps.
         records = [self._records[k] for k in sorted(self._records)[-KEEP:]]
-        rewards = [r for r in records if r.avg_reward is not None]
-        times = [r for r in records if r.step_time_s is not None]
+        rewards = [r.avg_reward for r in records if r.avg_reward is not None]
+        times = [r.step_time_s for r in records if r.step_time_s is not None]
         current = self._last
-        reward = rewards[-1].avg_reward if rewards else None
-        delta = rewards[-1].avg_reward - rewards[-2].avg_reward if len(rewards) > 1 else None
+        reward = rewards[-1] if rewards else None
+        delta = rewards[-1] - rewards[-2] if len(rewards) > 1 else None
         return {
             "status": self.status, "job_id": self.job_id, "recovery": self.recovery,
             "step": (current.step, current.total_steps) if current else None,
             "reward": reward, "reward_delta": delta,
-            "step_time_s": times[-1].step_time_s if times else None,
-            "rewards": [r.avg_reward for r in rewards][-TREND_POINTS:],
-            "step_times": [r.step_time_s for r in times][-TREND_POINTS:],
+            "step_time_s": times[-1] if times else None,
+            "rewards": rewards[-TREND_POINTS:],
+            "step_times": times[-TREND_POINTS:],
         }
 
     def _status_style(self) -> str:

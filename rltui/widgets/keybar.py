@@ -10,7 +10,7 @@ screen, copy), then the app's ([ ] prev/next). A click on a hint presses its key
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from rich.text import Text
 from textual import events
@@ -40,7 +40,7 @@ class Hint(NamedTuple):
 
 class KeyBar(Widget):
     ALLOW_SELECT = False
-    COMPONENT_CLASSES = {"keybar--key", "keybar--description", "keybar--disabled"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keybar--key", "keybar--description", "keybar--disabled"}
     DEFAULT_CSS = """
     KeyBar {
         dock: bottom;

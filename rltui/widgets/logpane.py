@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import filterfalse
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -95,7 +96,7 @@ class BoundedLog(ScrollView, can_focus=True):
     """
 
     ALLOW_SELECT = True
-    COMPONENT_CLASSES = {"log--match", "log--current"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"log--match", "log--current"}
     DEFAULT_CSS = """
     BoundedLog {
         background: $surface;
@@ -107,7 +108,7 @@ class BoundedLog(ScrollView, can_focus=True):
     BoundedLog > .log--current { background: $accent; color: $text; text-style: bold; }
     """
 
-    def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
+    def __init__(self, max_lines: int = MAX_LINES, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.max_lines = max_lines
         self._lines: deque[str] = deque(maxlen=max_lines)
@@ -417,7 +418,7 @@ class JobLogPane(Vertical):
     JobLogPane > #log-search.hidden { display: none; }
     """
 
-    def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
+    def __init__(self, max_lines: int = MAX_LINES, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._max_lines = max_lines
         self.received = 0

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, RichLog, Static
@@ -45,8 +45,9 @@ class PodLogView(ModalScreen[None], DrawsInputNow):
     DEFAULT_CSS = MODAL_CSS.format(cls="PodLogView") + """
     PodLogView RichLog { height: 1fr; background: $surface; }
     """
-    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("q", "dismiss", "close", show=False),
-                Binding("end", "follow", "follow", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "close"), Binding("q", "dismiss", "close", show=False),
+        Binding("end", "follow", "follow", show=False)]
 
     def __init__(self, pod: str, on_close: Callable[[], Any] | None = None) -> None:
         super().__init__()
@@ -113,7 +114,8 @@ class PodDescribeView(ModalScreen[None], DrawsInputNow):
     DEFAULT_CSS = MODAL_CSS.format(cls="PodDescribeView") + """
     PodDescribeView VerticalScroll { height: 1fr; }
     """
-    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("q", "dismiss", "close", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "close"), Binding("q", "dismiss", "close", show=False)]
 
     def __init__(self, pod: str, now: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -146,7 +148,7 @@ class PodDescribeView(ModalScreen[None], DrawsInputNow):
         for static in self.query("#pod-describe").results(Static):
             static.update(self._content())
 
-    def show(self, pod: dict | None, events: list[dict]) -> None:
+    def show(self, pod: dict[str, Any] | None, events: list[dict[str, Any]]) -> None:
         """The pod as the API returned it (None: it no longer exists) and its Events."""
         if pod is None:
             lines = describe_lines({"metadata": {"name": self.pod}}, events, now=self.now())
@@ -183,8 +185,9 @@ class ConfirmDeletePod(ModalScreen[bool], DrawsInputNow):
     ConfirmDeletePod Horizontal { height: 3; align-horizontal: right; }
     ConfirmDeletePod Button { margin: 0 0 0 2; }
     """
-    BINDINGS = [Binding("escape", "dismiss(False)", "cancel"), Binding("n", "dismiss(False)", "cancel", show=False),
-                Binding("y", "dismiss(True)", "delete", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss(False)", "cancel"), Binding("n", "dismiss(False)", "cancel", show=False),
+        Binding("y", "dismiss(True)", "delete", show=False)]
 
     def __init__(self, pod: str, node_type: str = "") -> None:
         super().__init__()

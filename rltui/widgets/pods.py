@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -78,10 +79,10 @@ def layout(width: int, padding: int, node_len: int, name_len: int = 0) -> dict[s
     return {k: cols[k] for k in COLUMNS if k in cols}
 
 
-class PodsTable(DataTable):
+class PodsTable(DataTable[Text]):
     """Rows from `pod_event`s; `apply()` returns the pods it has just seen preempted."""
 
-    COMPONENT_CLASSES = {"pods--preempted", "pods--waiting", "pods--failed", "pods--running",
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"pods--preempted", "pods--waiting", "pods--failed", "pods--running",
                          "pods--replaced"}
     DEFAULT_CSS = """
     PodsTable > .pods--preempted { color: $error; text-style: bold; }
@@ -90,7 +91,7 @@ class PodsTable(DataTable):
     PodsTable > .pods--running { color: $success; }
     PodsTable > .pods--replaced { color: $text-muted; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "pod('logs')", "logs", tooltip="The selected pod's log (follows)"),
         Binding("l", "pod('logs')", "logs", show=False),
         Binding("d", "pod('describe')", "describe", tooltip="Node, conditions, requests, Events"),
@@ -104,13 +105,13 @@ class PodsTable(DataTable):
             super().__init__()
             self.name, self.verb = name, verb
 
-    def __init__(self, *, now: Callable[[], float] = time.time, prefix: str = "", **kwargs) -> None:
+    def __init__(self, *, now: Callable[[], float] = time.time, prefix: str = "", **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.now = now
         self.prefix = prefix          # "<cluster>-": left out of NAME (the title shows it)
         self.synced = False
         self.desired: dict[str, int] = {}   # per group, from the RayCluster ({}: not known)
-        self._pods: dict[str, tuple[dict, bool]] = {}   # name -> (object, gone)
+        self._pods: dict[str, tuple[dict[str, Any], bool]] = {}   # name -> (object, gone)
         self._flagged: dict[str, int] = {}     # preempted pod -> when the watch showed it gone
         self._born: dict[str, int] = {}        # pod -> when the watch first showed it
         self._seq = 0                          # the order of those two (not clocks: no skew)
@@ -156,7 +157,7 @@ class PodsTable(DataTable):
             return [name]
         return []
 
-    def set_raycluster(self, raycluster: dict | None) -> None:
+    def set_raycluster(self, raycluster: dict[str, Any] | None) -> None:
         """The RayCluster's spec gives the size each group should have ({}: none)."""
         self.desired = desired_sizes(raycluster)
         self._schedule_redraw()
@@ -208,7 +209,7 @@ class PodsTable(DataTable):
         table += [(r.name, r.type or "-", r.node or "-", REPLACED if r.name in s.replaced else r.phase,
                    r.gpu or "-", r.cpu or "-", str(r.restarts), age_text(r.age_s)) for r in rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        return "Pods", [head, ""] + ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+        return "Pods", [head, ""] + ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                                      for row in table]
 
     # --- drawing ---
@@ -285,5 +286,5 @@ class PodsTable(DataTable):
                 self.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
             return
         for row in rows:
-            for label, cell in zip(self._widths, self._cells(row, replaced)):
+            for label, cell in zip(self._widths, self._cells(row, replaced), strict=True):
                 self.update_cell(row.name, label, cell)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
@@ -38,7 +38,7 @@ ACTIVE = frozenset({S.RUNNING, S.DESTROYING})
 ICONS: dict[StepState, tuple[str, str]] = {
     S.PENDING: ("·", "muted"), S.WAITING: ("◌", "waiting"), S.RUNNING: ("●", "running"),
     S.DONE: ("✔", "done"), S.EXISTED: ("✔", "done"), S.FAILED: ("✘", "failed"),
-    S.BLOCKED: ("⊘", "failed"), S.SKIPPED: ("–", "muted"), S.INTERRUPTED: ("!", "waiting"),
+    S.BLOCKED: ("⊘", "failed"), S.SKIPPED: ("\N{EN DASH}", "muted"), S.INTERRUPTED: ("!", "waiting"),
     S.DESTROYING: ("●", "running"), S.DESTROYED: ("✔", "done"), S.ABSENT: ("·", "muted"),
 }
 _PAREN = re.compile(r" \([^)]*\)")
@@ -74,11 +74,11 @@ class StepsView(Widget, can_focus=True):
 
     TICK_S: ClassVar[float] = 1.0
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "move(-1)", "previous step", show=False),
         Binding("down", "move(1)", "next step", show=False),
     ]
-    COMPONENT_CLASSES = {"steps--header", "steps--cursor", "steps--muted", "steps--waiting",
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"steps--header", "steps--cursor", "steps--muted", "steps--waiting",
                          "steps--running", "steps--done", "steps--failed", "steps--bar",
                          "steps--bar-back"}
     DEFAULT_CSS = """
@@ -172,7 +172,8 @@ class StepsView(Widget, can_focus=True):
 
     def _reveal_selected(self) -> None:
         """Keep the selected row in view when the list is taller than its container."""
-        if self.selected in self._rows and self.parent is not None:
+        # The parent of a mounted widget is a widget (a container, or the screen).
+        if self.selected in self._rows and isinstance(self.parent, Widget):
             line = self._rows.index(self.selected)
             region = Region(0, self.virtual_region.y + line, max(1, self.size.width), 1)
             self.parent.scroll_to_region(region, animate=False, immediate=True)
@@ -308,7 +309,7 @@ class StepsView(Widget, can_focus=True):
         return [line, below, *extra]
 
     def _bar(self, frac: float) -> Text:
-        full = int(round(frac * BAR_W))
+        full = round(frac * BAR_W)
         bar = Text()
         bar.append("━" * full, style=self._style("bar"))
         bar.append("━" * (BAR_W - full), style=self._style("bar-back"))

@@ -65,7 +65,7 @@ class StripScrollBar(ScrollBar):
     """Textual's ScrollBar, its rows made without Rich's console or the styles cache."""
 
     _bar_key: tuple[Any, ...] | None = None
-    _bar_rows: list[Strip] = []
+    _bar_rows: list[Strip]  # per instance: set with _bar_key, before the first read (key != None)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         bar = self.render()

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-from rltui.app import SCREENS, RLTuiApp
+from rltui.app import RLTuiApp
+from rltui.screens import SCREENS
 from rltui.screens.help import KEYS, HelpScreen
 from tests.tui.conftest import SIZE_IDS, SIZES
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltui.app import PAGES
+from rltui.screens import PAGES
 from rltui.screens.help import HelpScreen
 from rltui.widgets.chrome import StepBar
 from rltui.widgets.keybar import KeyBar

@@ -14,12 +14,10 @@ from mypy.main import process_options
 from mypy.options import Options
 
 ROOT = Path(__file__).resolve().parents[2]
-# The commands and the wizard: outside the strict core (the refactor's to tighten).
-NOT_CORE = {"headless", "session", "script", "app", "cli"}
 STRICT_FLAGS = ("disallow_any_generics", "disallow_subclassing_any", "disallow_untyped_calls",
                 "disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs",
                 "disallow_untyped_decorators", "warn_unused_ignores", "warn_return_any",
-                "strict_equality", "extra_checks")
+                "strict_equality", "extra_checks", "warn_unreachable")
 
 
 def _module(path: Path) -> str:
@@ -27,10 +25,9 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+# Every module of rltui, the wizard and the commands included, is checked strictly.
 ALL = sorted(_module(p) for p in (ROOT / "rltui").rglob("*.py"))
-# The core (the modules directly in rltui/, less the commands and the wizard) and cloud/.
-STRICT = sorted([_module(p) for p in (ROOT / "rltui").glob("*.py") if p.stem not in NOT_CORE]
-                + [_module(p) for p in (ROOT / "rltui" / "cloud").rglob("*.py")])
+STRICT = ALL
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +48,7 @@ def test_a_bare_mypy_checks_every_module_of_rltui(bare_mypy):
 
 
 @pytest.mark.parametrize("module", STRICT)
-def test_the_core_and_cloud_are_strict(bare_mypy, module):
+def test_every_module_of_rltui_is_strict(bare_mypy, module):
     per_module = bare_mypy[1].clone_for_module(module)
     loose = [flag for flag in STRICT_FLAGS if not getattr(per_module, flag)]
     assert not loose and not per_module.ignore_errors and not per_module.implicit_reexport, loose
@@ -64,3 +61,18 @@ def test_make_test_runs_the_linters_first():
     assert re.search(r"-m mypy\s*$", lint.group(1), re.M), "lint must run a bare mypy"
     assert re.search(r"-m ruff check\s*$", lint.group(1), re.M), "lint must run a bare ruff check"
     assert re.search(r"^test:.*\blint\b", makefile, re.M), "make test must run lint first"
+
+
+def test_ruff_has_no_per_file_escapes_under_rltui():
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    ignores = config["tool"]["ruff"]["lint"].get("per-file-ignores", {})
+    under = [pattern for pattern in ignores if pattern.startswith(("rltui", "./rltui", "**"))]
+    assert not under, f"per-file ruff ignores that reach rltui/: {under}"
+
+
+def test_make_lint_checks_the_layers_and_the_sandbox():
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    assert lint and "lint-imports" in lint.group(1), "lint must run import-linter's contracts"
+    assert re.search(r"cd sandbox && .*-m mypy\s*$", lint.group(1), re.M), "lint must type-check the sandbox"

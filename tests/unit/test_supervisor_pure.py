@@ -110,12 +110,13 @@ def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() 
 
 
 def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_3_9() -> None:
-    from rltui.oncluster import kubeapi, rayapi
+    from rltui.oncluster import jobstatus, kubeapi, rayapi
 
     sources = ms.supervisor_sources()
     assert sources == {"supervisor.py": Path(sup.__file__).read_text(),
                        "kubeapi.py": Path(kubeapi.__file__).read_text(),
-                       "rayapi.py": Path(rayapi.__file__).read_text()}
+                       "rayapi.py": Path(rayapi.__file__).read_text(),
+                       "jobstatus.py": Path(jobstatus.__file__).read_text()}
     for source in sources.values():
         ast.parse(source, feature_version=(3, 9))
         imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
@@ -123,7 +124,7 @@ def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_
                                                       if isinstance(n, ast.ImportFrom) and n.module}
         assert imported <= {"__future__", "calendar", "http", "json", "logging", "os", "queue", "re", "signal",
                             "ssl", "sys", "tempfile", "threading", "time", "urllib", "pathlib", "typing", "ray",
-                            "asyncio", "kubeapi", "rayapi"}
+                            "asyncio", "kubeapi", "rayapi", "jobstatus", "enum"}
 
 
 def test_the_recovery_line_says_what_the_monitor_shows() -> None:
