@@ -79,7 +79,7 @@ def worker_argv(fd: int) -> list[str]:
 
 
 def worker_log() -> Path:
-    from .plan.folders import state_root
+    from .statedir import state_root
 
     return state_root() / "cloudworker.log"
 

@@ -24,7 +24,6 @@ A run is named by its first attempt's submission id (a supervised run's later at
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterable
@@ -35,6 +34,7 @@ from typing import Any
 from .atomic import write_private
 from .joblog import JobLogParser, RunTracker, TimingTable, TrainingStep
 from .oncluster.jobstatus import FINAL
+from .statedir import state_root
 
 VERSION = 1
 FLUSH_S = 5.0   # while following: the steps reach the file at most this often, and at the end
@@ -45,14 +45,6 @@ CONFIG_FIELDS = ("model_name", "num_nodes", "gpus_per_node", "device_type", "max
                  "checkpoint_enabled", "checkpoint_period", "checkpoint_keep_top_k",
                  "lustre_capacity", "lustre_throughput", "zone")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")   # a run id that can name a file
-
-
-def state_root() -> Path:
-    """plan/folders.py's state_root, the same rule (tests/unit/test_runs.py checks they agree):
-    importing it would load the plan package (asyncio) on `rltui runs`' path."""
-    base = os.environ.get("XDG_STATE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".local" / "state"
-    return root / "rltui"
 
 
 def config_of(cfg: Any) -> dict[str, Any]:

@@ -197,7 +197,8 @@ class Session:
 
         if self._ctx is not None:
             return running_in(self._ctx.xpk_dir)
-        from .plan.folders import state_root, xpk_subdir
+        from .plan.folders import xpk_subdir
+        from .statedir import state_root
 
         return running_in(state_root() / xpk_subdir(self.cfg.project_id, self.cfg.cluster_name))
 

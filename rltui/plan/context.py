@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import RLConfig
 from ..latency import reference_seconds
-from .folders import runs_subdir, state_root, xpk_subdir
+from ..statedir import state_root
+from .folders import runs_subdir, xpk_subdir
 
 if TYPE_CHECKING:
     from ..cloud.detached import Detached

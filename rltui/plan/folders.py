@@ -9,17 +9,12 @@ XDG_STATE_HOME is invalid and must be ignored, so it is.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from ..statedir import state_root
+
 _COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one path component, never ".."
-
-
-def state_root() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".local" / "state"
-    return root / "rltui"
 
 
 def _checked(project: str, cluster: str) -> tuple[str, str]:

@@ -20,7 +20,8 @@ import pytest
 from rltui.app import RLTuiApp
 from rltui.cloud.detached import Detached, is_live
 from rltui.cloud.endpoints import Endpoints
-from rltui.plan.folders import state_root, xpk_subdir
+from rltui.plan.folders import xpk_subdir
+from rltui.statedir import state_root
 from rltui.screens.quit_prompt import QuitPrompt
 from rltui.session import Session
 from rltui.widgets.chrome import HeaderInfo

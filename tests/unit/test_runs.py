@@ -17,7 +17,7 @@ from rltui import runs
 from rltui.config import parse_config
 from rltui.envfile import EnvFile
 from rltui.plan.context import Context
-from rltui.plan.folders import state_root
+from rltui.statedir import state_root
 from rltui.plan.jobs import JobRecord, job_records, record_log, recorder, remember_job, retire_jobs
 
 DATA = Path(__file__).parent.parent / "data"
@@ -142,7 +142,10 @@ def test_previous_run_skips_the_current_one_and_its_attempts():
     assert runs.previous([a], "r-a") is None
 
 
-def test_the_state_folder_rule_is_plan_folders_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for value in (str(tmp_path), "relative/ignored", ""):
+def test_the_state_folder_follows_xdg_and_ignores_a_relative_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert state_root() == tmp_path / "rltui"
+    for value in ("relative/ignored", ""):
         monkeypatch.setenv("XDG_STATE_HOME", value)
-        assert runs.state_root() == state_root()
+        assert state_root() == tmp_path / "home" / ".local" / "state" / "rltui"
