@@ -44,7 +44,7 @@ before_fork = [("rltui: cli; google-auth, api-core, proto-plus (before the fork)
                 load("rltui.cli", "rltui.cloud.computereads", "google.api_core.exceptions",
                      "google.auth.transport.requests", "proto"))]
 parent = before_fork + [
-    ("rltui: config, plan, headless, inventory", load("rltui.config", "rltui.plan.engine",
+    ("rltui: config, plan, headless, inventory", load("rltui.config", "rltui.plan.wiring",
                                                       "rltui.headless", "rltui.plan.inventory")),
     ("grpc, google-api-core, google-auth", load("google.api_core.grpc_helpers_async",
                                                 "google.oauth2.service_account",

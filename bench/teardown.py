@@ -50,7 +50,7 @@ def rltui(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.C
 def listen(to_ref: Any) -> None:
     """Every Runner made from here on also tells ROWS its state changes (reference seconds)."""
     from rltui import headless
-    from rltui.plan import engine
+    from rltui.plan import wiring
 
     def make_runner(ctx: Any, listener: Any) -> Any:
         def both(ev: Any) -> None:
@@ -58,7 +58,7 @@ def listen(to_ref: Any) -> None:
                 ROWS.append((ev.step, ev.title, ev.state.value, to_ref(ev.at)))
             listener(ev)
 
-        return engine.make_runner(ctx, both)
+        return wiring.make_runner(ctx, both)
 
     headless.make_runner = make_runner   # type: ignore[assignment]
 

@@ -269,7 +269,7 @@ def codelab_steps() -> int:
     from rltui.cli import _load_env
     from rltui.plan.codelab import CODELAB_ORDER
     from rltui.plan.context import Context
-    from rltui.plan.engine import make_runner
+    from rltui.plan.wiring import make_runner
     from rltui.sandbox_link import endpoints_for
 
     _, cfg = _load_env(str(ENV_SH))

@@ -54,7 +54,7 @@ def test_up_runs_the_lustre_chain_while_xpk_still_runs(user, monkeypatch):
     from rltui.cloud.endpoints import Endpoints
     from rltui.config import parse_config
     from rltui.envfile import EnvFile
-    from rltui.plan.engine import make_runner
+    from rltui.plan.wiring import make_runner
     from rltui.plan.context import Context
 
     monkeypatch.setenv("XDG_STATE_HOME", user["env"]["XDG_STATE_HOME"])

@@ -421,9 +421,9 @@ async def test_an_adapter_failure_is_retried_or_fails_the_step(ctx, error, class
 @pytest.mark.parametrize("exhausted, state, calls", [(False, S.DONE, 2), (True, S.FAILED, 1)],
                          ids=["retried", "budget-spent"])
 async def test_a_call_whose_own_retries_ran_out_is_not_retried_by_the_step(ctx, exhausted, state, calls):
-    """One retry budget per call (plan/engine.retry_policy): a transient CloudError is retried by
+    """One retry budget per call (plan/wiring.retry_policy): a transient CloudError is retried by
     the runner, unless cloud/errors.retry already spent the call's attempts on it."""
-    from rltui.plan.engine import retry_policy
+    from rltui.plan.wiring import retry_policy
 
     error = CloudError("connection reset", transient=True, code="ConnectionError")
     error.exhausted = exhausted
