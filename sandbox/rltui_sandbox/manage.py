@@ -238,8 +238,8 @@ def stop(root: Path | None = None, grace: float = 15.0) -> list[int]:
 def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
     """The environment that points the REAL gcloud (and kubectl, through the kubeconfig
     `gcloud container clusters get-credentials` writes) at this sandbox without touching the
-    user's own gcloud or kube config: the endpoint overrides (FACTS.md, "the real gcloud on these
-    machines": COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
+    user's own gcloud or kube config: the endpoint overrides (SOURCES.md#real-gcloud-offline:
+    COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
     a private CLOUDSDK_CONFIG and KUBECONFIG, no prompts, no update check or usage reporting
     (both would reach Google). When the daemon runs its proxy (status key `proxy`), gcloud is sent
     through it (CLOUDSDK_PROXY_*) trusting the sandbox CA (CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE):

@@ -26,7 +26,7 @@ Where each behaviour comes from:
   more than the default deadline (2 minutes)" - here two PROFILE minutes at the sandbox's speed).
 - Errors are Google's error JSON, `{"error": {"code": 404, "message": "The resource
   'projects/P/global/networks/N' was not found", "errors": [{"message": ..., "domain": "global",
-  "reason": "notFound"}]}}` (FACTS.md, gcloud's two-line not-found; the same JSON the real
+  "reason": "notFound"}]}}` (SOURCES.md#gcloud-missing-resource; the same JSON the real
   gcloud was seen to parse), 409 alreadyExists, 400 invalid, 400 resourceInUseByAnotherResource
   for deleting a network, subnet or address in use ("Error 400: The network resource '...' is
   already being used by '...', resourceInUseByAnotherResource", as terraform prints it), and 403

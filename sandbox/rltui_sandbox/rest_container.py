@@ -26,7 +26,7 @@ Bodies are the proto3 JSON mapping of container_v1 messages (camelCase; enums by
 
 `gcloud container clusters get-credentials` is one GET of the cluster: it writes
 `server: https://<endpoint>` and `certificate-authority-data: <masterAuth.clusterCaCertificate>`
-(FACTS.md, "the real gcloud on these machines"); both are whatever the World's Cluster holds.
+(SOURCES.md#real-gcloud-offline); both are whatever the World's Cluster holds.
 GKE's one-operation-at-a-time rule and the addon/node-pool state machines are the World's
 (world_gke.py, world_gke_pools.py). Calls are counted as `container:<collection>.<method>`;
 the API gate is container.googleapis.com. Refusals carry the older `errors[]` beside status and

@@ -1,6 +1,6 @@
 """The sandbox's Cloud Resource Manager REST API v1: projects.get - what `gcloud services
-vpc-peerings list|connect` (and others) ask first, for the project NUMBER (FACTS.md, "the real
-gcloud on these machines").
+vpc-peerings list|connect` (and others) ask first, for the project NUMBER
+(SOURCES.md#real-gcloud-offline).
 
 Path and fields: the cloudresourcemanager.v1 discovery document (google-api-python-client 2.202.0):
 `GET v1/projects/{projectId}` -> Project {projectNumber (int64, a string in JSON), projectId,

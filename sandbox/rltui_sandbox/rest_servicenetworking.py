@@ -1,7 +1,7 @@
 """The sandbox's Service Networking REST API (servicenetworking.googleapis.com v1), for the real
 `gcloud services vpc-peerings connect|list|update|delete` - the same World peerings the fake
 gcloud's control routes use (world_network.py: connect_peering, update_peering, delete_peering,
-with the Lustre-still-using-it refusal of FACTS row "Service Networking peering delete").
+with the Lustre-still-using-it refusal of SOURCES.md#servicenetworking-peering-delete).
 
 Paths and bodies: the servicenetworking.v1 discovery document (google-api-python-client 2.202.0,
 `googleapiclient/discovery_cache/documents/servicenetworking.v1.json`):

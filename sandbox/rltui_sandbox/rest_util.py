@@ -3,7 +3,7 @@ rest_servicenetworking, rest_serviceusage, rest_resourcemanager): one aiohttp Ap
 API, each on its own loopback port, because their paths collide (lustre and container both answer
 `/v1/projects/*/locations/*/operations/*`; serviceusage and servicenetworking both
 `/v1/operations/*`) and gcloud's `CLOUDSDK_API_ENDPOINT_OVERRIDES_<API>` for these APIs is the
-host root (FACTS.md row "the real gcloud on these machines").
+host root (SOURCES.md#real-gcloud-offline).
 
 - Authorization: any `Bearer` token, or none, is accepted (the sandbox has no identities).
 - Errors are Google's JSON error (AIP-193, https://cloud.google.com/apis/design/errors#http_mapping):

@@ -183,7 +183,8 @@ class _Project:
     compute_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # GCE Operation state by name
     default_network_made: bool = False  # compute.googleapis.com made `default` once
     # network -> wall time its last Lustre instance went: Service Networking holds the
-    # connection a while longer (FACTS: "Service Networking peering delete").
+    # connection a while longer (terraform-provider-google #19908,
+    # SOURCES.md#servicenetworking-peering-delete).
     producer_released: dict[str, float] = field(default_factory=dict)
 
 

@@ -438,9 +438,8 @@ class NetworkMixin:
     async def delete_peering(self, project: str, network: str, service: str = SERVICE_NETWORKING) -> None:
         """Takes peering_delete; refused while a Lustre instance on the network exists in ANY state
         (DELETING included), and for `peering_release_lag` after the last one is gone, with the
-        real text (FACTS row "Service Networking peering delete": "it succeeds only after the
-        Lustre instance is fully gone, sometimes minutes later"; hashicorp/terraform-provider-google
-        19908). compute networks.removePeering is the known fallback."""
+        real text (SOURCES.md#servicenetworking-peering-delete: it succeeds only after the Lustre
+        instance is fully gone, sometimes minutes later; hashicorp/terraform-provider-google #19908). compute networks.removePeering is the known fallback."""
         self.get_peering(project, network, service)
         users = self._lustre_on(project, network)
         released = self._project(project).producer_released.get(network)

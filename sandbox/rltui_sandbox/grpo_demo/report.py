@@ -1,7 +1,8 @@
 """The lines NeMo-RL v0.4.0's synchronous grpo_train prints, character for character.
 
-See nemo_rl_v0.4.0_log_format.md in the design notes: same emoji, bullets, spacing and number
-formats, so the product's log parser cannot tell the demo from the real job.
+Read from NVIDIA-NeMo/RL v0.4.0 nemo_rl/algorithms/grpo.py, algorithms/utils.py, utils/logger.py
+(SOURCES.md#nemo-rl-grpo-output): same emoji, bullets, spacing and number formats, so the
+product's log parser cannot tell the demo from the real job.
 """
 
 from __future__ import annotations

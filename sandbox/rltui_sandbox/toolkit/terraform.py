@@ -69,8 +69,8 @@ class TerraformFailed(FailedPrecondition):
 
 
 
-# google.rpc code -> the errors[].reason GKE's REST front end sends (terraform-provider-google
-# issue 1643 quotes "googleapi: Error 400: ... is currently upgrading cluster ..., failedPrecondition").
+# google.rpc code -> the errors[].reason GKE's REST front end sends (terraform-provider-google #1643
+# quotes "googleapi: Error 400: ... is currently upgrading cluster ..., failedPrecondition").
 _REASONS = {"FAILED_PRECONDITION": "failedPrecondition", "NOT_FOUND": "notFound",
             "ALREADY_EXISTS": "alreadyExists", "INVALID_ARGUMENT": "invalid", "RESOURCE_EXHAUSTED": "quotaExceeded",
             "PERMISSION_DENIED": "forbidden", "UNAVAILABLE": "backendError"}
