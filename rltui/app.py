@@ -14,27 +14,33 @@ import asyncio
 import importlib
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from .bus import LOG_REPLAY_LINES, Bus, ReplaySignal
+from .bus import LOG_REPLAY_LINES, Bus
 from .oncluster.jobstatus import FINAL, SETTLED
 from .screens import PAGES, SCREENS
+from .seam import JobStatusUpdate, Notice, WizardSession
 from .widgets.chrome import CostInfo, HeaderInfo, JobHeadline
 from .widgets.inputframe import INPUT_EVENTS
+from .widgets.textual_compat import mark_css_current, screen_stacks
 
 if TYPE_CHECKING:
     from .jobfeed import JobUpdate
     from .joblog import CheckpointEvent, TrainingStep
     from .plan.inventory import Resource
+    from .plan.jobs import FolderChoice
+    from .plan.runner import RunEvent
     from .saves import Save
     from .session import ConfigState
+    from .widgets.textual_compat import CSSPathType
 
 
 # Batched writes to the log pane (a burst of lines is one message), five a second: each
@@ -44,14 +50,14 @@ SIDE_EVERY_S = 0.5  # the steps, checkpoints and header beside it
 FULL_GC_EVERY = 100  # gc.set_threshold's third: young collections between two full ones
 
 
-def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
-    def make() -> Screen:
-        screen: Screen = getattr(importlib.import_module(f"rltui.screens.{module}"), cls)()
-        if not any(screen.app._screen_stacks.values()):
+def _screen_factory(module: str, cls: str) -> Callable[[], Screen[Any]]:
+    def make() -> Screen[Any]:
+        screen: Screen[Any] = getattr(importlib.import_module(f"rltui.screens.{module}"), cls)()
+        if not any(screen_stacks(screen.app).values()):
             # The first screen: App._init_mode would parse every stylesheet a second time (the
             # new screen's CSS count is behind the app's), though the app's start-up, which
             # set the theme, has one refresh of the CSS pending for the same frame.
-            screen._css_update_count = screen.app._css_update_count
+            mark_css_current(screen)
         return screen
     return make
 
@@ -59,15 +65,16 @@ def _screen_factory(module: str, cls: str) -> Callable[[], Screen]:
 _HERE = Path(__file__).parent
 
 
-class RLTuiApp(App):
+class RLTuiApp(App[None]):
     # The chrome, and Start's rules: the first frame needs them. Each other screen loads its
     # own (screens/<name>.tcss) when first built; absolute, as Textual resolves relative paths
     # beside a subclass's module.
-    CSS_PATH = [str(_HERE / "chrome.tcss"), str(_HERE / "screens" / "start.tcss")]
+    CSS_PATH: ClassVar[CSSPathType | None] = [str(_HERE / "chrome.tcss"), str(_HERE / "screens" / "start.tcss")]
     TITLE = "rltui"
-    MODES = {mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
+        mode: _screen_factory(module, cls) for mode, _t, module, cls, _k in SCREENS}
     DEFAULT_MODE = "start"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(key, f"switch_mode('{mode}')", title, show=False, priority=True)
           for mode, title, _m, _c, key in SCREENS),
         Binding("ctrl+q", "quit", "quit", priority=True),
@@ -78,9 +85,9 @@ class RLTuiApp(App):
         Binding("f1", "help", "help", key_display="F1"),
     ]
 
-    def __init__(self, session: Any = None, *, header: HeaderInfo | None = None) -> None:
+    def __init__(self, session: WizardSession | None = None, *, header: HeaderInfo | None = None) -> None:
         super().__init__()
-        self.session = session
+        self.session = session   # None: nothing runs (snapshot tests publish what screens show)
         self.bus = Bus(self)
         self.header_info = header or HeaderInfo()
         self._log_buffer: list[str] = []
@@ -96,6 +103,13 @@ class RLTuiApp(App):
         if isinstance(event, INPUT_EVENTS) and not event.is_forwarded:
             self.input_at = time.monotonic()
         await super().on_event(event)
+
+    @property
+    def live_session(self) -> WizardSession:
+        """The session, for what runs only with one (without one, the call fails as a worker's)."""
+        if self.session is None:
+            raise LookupError("no session: this wizard shows only what is published to it")
+        return self.session
 
     # --- navigation, help, palette ---
 
@@ -116,9 +130,9 @@ class RLTuiApp(App):
         self.push_screen(QuitPrompt(unsaved, bg.described if bg is not None else ""),
                          lambda quit: self.exit() if quit else None)
 
-    def built_screen(self, mode: str) -> Screen | None:
+    def built_screen(self, mode: str) -> Screen[Any] | None:
         """The mode's own screen if it was built yet (modes are built on first visit)."""
-        return next(iter(self._screen_stacks.get(mode, [])), None)
+        return next(iter(screen_stacks(self).get(mode, [])), None)
 
     def unsaved_forms(self) -> list[str]:
         """The form screens (Configure, Job) built so far that hold edits not yet saved."""
@@ -131,20 +145,20 @@ class RLTuiApp(App):
 
         self.push_screen(HelpScreen())
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from getattr(screen, "system_commands", lambda: ())()
         yield from getattr(screen, "pane_commands", lambda: ())()  # screens/base.py
         for mode, title, _m, _c, key in SCREENS:
             yield SystemCommand(f"Go to {title}", f"Switch to the {title} screen ({key.upper()})",
-                                lambda mode=mode: self.switch_mode(mode))
-        def on_screen(mode: str, action: str) -> Callable[[], None]:
+                                partial(self.switch_mode, mode))
+        def on_screen(mode: str, action: str) -> Callable[[], object]:
             async def run() -> None:
                 await self.switch_mode(mode)
                 getattr(self.screen, action)()
-            return lambda: self.call_later(run)
+            return partial(self.call_later, run)
 
-        actions = [
+        actions: list[tuple[str, str, Callable[[], object]]] = [
             ("Provision: run / retry", "Create what is missing; every run re-probes and continues",
              on_screen("provision", "action_run")),
             ("Provision: skip the selected step", "Run without it and every step that needs it",
@@ -179,9 +193,9 @@ class RLTuiApp(App):
     @work(thread=True, exclusive=True, group="boot", exit_on_error=False)
     def _boot(self) -> None:
         """After the first frame: read env.sh, find (or start) the endpoints, ask the cloud."""
-        state = self.session.config_state()  # the first use builds the Session (cli.py)
+        state = self.live_session.config_state()  # the first use builds the Session (cli.py)
         self.call_from_thread(self._show_config, state)
-        label = self.session.endpoints.label
+        label = self.live_session.endpoints.label
         self.call_from_thread(self._booted, label)
 
     def _booted(self, label: str) -> None:
@@ -195,7 +209,7 @@ class RLTuiApp(App):
     def _resume_background(self) -> None:
         """A detached xpk from an earlier rltui still runs: resume its operation (up for a
         create, down for a delete) so Provision or Teardown streams it."""
-        bg = self.session.background()
+        bg = self.live_session.background()
         if bg is None:
             return
         mode = "provision" if bg.verb == "create" else "teardown"
@@ -214,7 +228,7 @@ class RLTuiApp(App):
         self.bus.header.publish(self.header_info)
 
     def _publish_config(self) -> None:
-        self._show_config(self.session.config_state())
+        self._show_config(self.live_session.config_state())
         self.publish_plan()
 
     def _show_config(self, state: ConfigState) -> None:
@@ -230,12 +244,12 @@ class RLTuiApp(App):
 
     def save_config(self, values: dict[str, str]) -> None:
         """Write the form's values (secrets included) to env.sh and republish the config."""
-        path = self.session.save_env(values)
+        path = self.live_session.save_env(values)
         self.notify(f"saved {path} (mode 0600)", title="env.sh")
         self._publish_config()
 
     def reload_config(self) -> None:
-        self.session.load_env()
+        self.live_session.load_env()
         self._publish_config()
 
     def publish_plan(self) -> None:
@@ -244,9 +258,9 @@ class RLTuiApp(App):
             return
         self.bus.plan.publish(self.session.plan_view())
 
-    def _on_run_event(self, event: Any) -> None:
+    def _on_run_event(self, event: RunEvent) -> None:
         self.bus.run_event.publish(event)
-        if getattr(event, "kind", "state") in ("state", "note", "progress"):
+        if event.kind in ("state", "note", "progress"):
             self.publish_plan()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -256,19 +270,19 @@ class RLTuiApp(App):
             message = getattr(error, "message", None) or str(error) or type(error).__name__
             self.notify(message.splitlines()[0][:300], title=event.worker.group or "error",
                         severity="error", timeout=10)
-            self.bus.notice.publish(("error", event.worker.group, message))
+            self.bus.notice.publish(Notice("error", event.worker.group, message))
 
     # --- workers: each publishes what it learns ---
 
     @work(exclusive=True, group="preflight", exit_on_error=False)
     async def run_preflight(self) -> None:
-        self.bus.preflight.publish(await self.session.preflight())
+        self.bus.preflight.publish(await self.live_session.preflight())
 
     @work(exclusive=True, group="inventory", exit_on_error=False)
     async def refresh_inventory(self) -> None:
-        if self.session.cfg is None:
+        if self.live_session.cfg is None:
             return  # nothing to look for until env.sh is valid (Configure says what to fix)
-        resources = await self.session.inventory()
+        resources = await self.live_session.inventory()
         self.bus.inventory.publish(resources)
         self.refresh_cost(resources)  # the cost meter, then the header's total (Session.cost)
         # Reopened on a running deployment: resume watching it (not while it is being deleted).
@@ -276,13 +290,14 @@ class RLTuiApp(App):
                 not self._busy("teardown"):
             if not self._busy("pods"):
                 self.watch_pods()
-            if self.session.last_job_id() and not self._busy("logs") and \
-                    (self.bus.job_status.last or {}).get("status") not in FINAL:
+            last = self.bus.job_status.last
+            if self.live_session.last_job_id() and not self._busy("logs") and \
+                    (last is None or last.status not in FINAL):
                 self.follow_logs()
 
     @work(exclusive=True, group="cost", exit_on_error=False)
     async def refresh_cost(self, resources: list[Resource]) -> None:
-        est = await self.session.cost(resources)
+        est = await self.live_session.cost(resources)
         self.set_header(cost=CostInfo.of(est))  # first: Teardown reads it when `cost` comes
         self.bus.cost.publish(est)
 
@@ -290,9 +305,9 @@ class RLTuiApp(App):
     async def probe_plan(self) -> None:
         """The plan's states from the cloud's answers (reopened mid-provision, Provision shows
         what exists as done without a key press); never during a run, whose states are newer."""
-        if self.session.cfg is None or self._busy("provision", "teardown"):
+        if self.live_session.cfg is None or self._busy("provision", "teardown"):
             return
-        await self.session.probe_plan()
+        await self.live_session.probe_plan()
         if not self._busy("provision", "teardown"):
             self.publish_plan()
 
@@ -315,8 +330,8 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="provision", exit_on_error=False)
     async def _provision(self, skip: frozenset[str] = frozenset()) -> None:
-        targets = self.session.runner(self._on_run_event).targets_without(skip) if skip else None
-        result = await self.session.up(self._on_run_event, targets)
+        targets = self.live_session.runner(self._on_run_event).targets_without(skip) if skip else None
+        result = await self.live_session.up(self._on_run_event, targets)
         self.bus.run_result.publish(result)
         self.publish_plan()
         self.run_preflight()   # Start: APIs enabled, credentials written, by this run
@@ -327,7 +342,7 @@ class RLTuiApp(App):
 
     @work(exclusive=True, group="teardown", exit_on_error=False)
     async def _teardown(self) -> None:
-        result = await self.session.down(self.bus.teardown_event.publish)
+        result = await self.live_session.down(self.bus.teardown_event.publish)
         self.bus.run_result.publish(result)
         self.publish_plan()
         self.refresh_inventory()
@@ -362,15 +377,14 @@ class RLTuiApp(App):
             topic.history.clear()
         self._saves, self._saves_changed = {}, False
         self.bus.saves.publish([])   # screens drop the old job's saves on the reset below
-        self.bus.job_status.publish({"id": job_id, "status": "PENDING" if job_id else "",
-                                     "reset": True})
+        self.bus.job_status.publish(JobStatusUpdate(job_id, "PENDING" if job_id else "", reset=True))
 
     @work(exclusive=True, group="job", exit_on_error=False)
     async def submit_job(self, resume: bool = False, new_folder: bool = False) -> None:
         from .plan.jobs import FolderChoice
 
         try:
-            job_id = await self.session.submit(resume, new_folder)
+            job_id = await self.live_session.submit(resume, new_folder)
         except FolderChoice as found:  # the folder holds checkpoints on the volume: ask
             self.ask_checkpoint_folder(found)
             return
@@ -378,7 +392,7 @@ class RLTuiApp(App):
         self.reset_job(job_id)
         self.follow_logs()
 
-    def ask_checkpoint_folder(self, found: Any) -> None:
+    def ask_checkpoint_folder(self, found: FolderChoice) -> None:
         """Resume from the newest step or start a new run in a fresh folder (a modal; Escape
         submits nothing); the answer submits again, and the volume is asked again."""
         from .screens.checkpoint_prompt import NEW, RESUME, CheckpointPrompt
@@ -395,11 +409,11 @@ class RLTuiApp(App):
 
         # Once a process, at the first text (the follower's clients exist by then): what lives
         # then (imports, screens, clients) leaves the cyclic collector's scans ("gc.freeze",
-        # Python docs, gc module). Full collections walked it all, 180-400 ms each, 20 times in
-        # a 1M-line burst: the keys' p95. Refcounting still frees plain garbage.
+        # Python docs, gc module): full collections over it set the keys' p95 in a log burst.
+        # Refcounting still frees plain garbage.
         # (get_freeze_count walks the frozen list: asked once here, not per delivery.) And a
-        # full collection after 100 young ones, not 10: they took 70-100 ms each here, 22 times
-        # in that burst, for the few cycles this process makes (a key that met one waited).
+        # full collection after 100 young ones, not 10, for the few cycles this process makes
+        # (a key that met one waited). Figures: docs/decisions/wizard-latency.md.
         freeze = [not gc.get_freeze_count()]
 
         def on_update(update: JobUpdate) -> None:
@@ -424,39 +438,39 @@ class RLTuiApp(App):
                 self._saves_changed = True
 
         self._saves, self._saves_changed = {}, False  # this follow's: its worker sends changes
-        self.bus.job_status.publish({"id": self.session.last_job_id(), "status": "RUNNING"})
+        self.bus.job_status.publish(JobStatusUpdate(self.live_session.last_job_id(), "RUNNING"))
         self.poll_run()
-        final, _last = await self.session.follow_job(on_update)
+        final, _last = await self.live_session.follow_job(on_update)
         self._flush_logs(final=True)
-        self.bus.job_status.publish({"id": self.session.last_job_id(), "status": final})
+        self.bus.job_status.publish(JobStatusUpdate(self.live_session.last_job_id(), final))
 
     @work(exclusive=True, group="run", exit_on_error=False)
     async def poll_run(self) -> None:
         """The supervisor's record of the run (attempts, RECOVERING, the newest recovery), until
         it is final; polls never overlap. A job without a supervisor has no record to poll (its
         status comes from the log follower), so nothing is asked for it."""
-        if not self.session.last_job_supervised():
+        if not self.live_session.last_job_supervised():
             return
         while True:
             try:
-                summary = await self.session.job_summary()
+                summary = await self.live_session.job_summary()
             except Exception as exc:  # noqa: BLE001 - keep polling; say it once in the notices
-                self.bus.notice.publish(("warning", "run", str(exc)[:300]))
+                self.bus.notice.publish(Notice("warning", "run", str(exc)[:300]))
                 summary = None
             if summary is not None and summary.get("attempts"):
-                self.bus.job_status.publish({"id": summary["id"], "status": summary["status"],
-                                             "recovery": summary.get("recovery") or ""})
+                self.bus.job_status.publish(JobStatusUpdate(summary["id"], summary["status"],
+                                                            recovery=summary.get("recovery") or ""))
                 if summary["status"] in SETTLED:
                     return
-            await asyncio.sleep(max(2.0, 30.0 * self.session.endpoints.time_scale))
+            await asyncio.sleep(max(2.0, 30.0 * self.live_session.endpoints.time_scale))
 
     def _flush_logs(self, final: bool = False) -> None:
         """What the follower brought since the last flush: the lines as one batch, at most 5
         times a second (LOG_FLUSH_S); at most twice a second, each changed step once (its newest
         version, in the order steps changed) and the checkpoints, each as one batch, and the
         header. In a burst the strip, the checkpoints and the header repainted with every
-        batch of lines, each ~1-3 ms of a frame, and a key's frame waited behind them; a
-        message per step held the Monitor's loop ~30 ms a flush. Nobody reads a
+        batch of lines, and a key's frame waited behind them, as it did behind a message per
+        step (docs/decisions/wizard-latency.md). Nobody reads a
         step count that changes ten times a second."""
         if self._log_buffer:
             batch, self._log_buffer = self._log_buffer, []
@@ -481,18 +495,18 @@ class RLTuiApp(App):
         self.watch_kube_events()
         self.watch_raycluster()
         self.find_dashboard()
-        async for event in self.session.pod_events():
+        async for event in self.live_session.pod_events():
             self.bus.pod_event.publish(event)
 
     @work(exclusive=True, group="raycluster", exit_on_error=False)
     async def watch_raycluster(self) -> None:
         """The RayCluster's spec: the pods header counts against its desired size."""
-        async for obj in self.session.raycluster_events():
+        async for obj in self.live_session.raycluster_events():
             self.bus.raycluster.publish(obj)
 
     @work(exclusive=True, group="dashboard", exit_on_error=False)
     async def find_dashboard(self) -> None:
-        self.bus.dashboard.publish(await self.session.dashboard())
+        self.bus.dashboard.publish(await self.live_session.dashboard())
 
     # --- pod actions (Monitor's pods table: logs, describe, delete) ---
 
@@ -517,7 +531,7 @@ class RLTuiApp(App):
         self.workers.cancel_group(self, "pod_log")
 
     @work(exclusive=True, group="describe", exit_on_error=False)
-    async def describe_pod(self, name: str, sink: Callable[[Any, list[Any]], Any],
+    async def describe_pod(self, name: str, sink: Callable[[dict[str, Any] | None, list[dict[str, Any]]], Any],
                            failed: Callable[[str], Any]) -> None:
         """Feed `sink` the pod and its Events, or `failed` what went wrong: the API's words,
         or no answer within poddetail's bound (the call is cancelled then)."""
@@ -545,22 +559,10 @@ class RLTuiApp(App):
         self.notify(f"{name} deleted: KubeRay creates a replacement; a job running on it sees"
                     " what a preemption looks like", title="Pod deleted", timeout=10)
 
-    async def _poll(self, group: str, topic: ReplaySignal[Any], fetch: Callable[[], Any],
-                    reference_s: float, floor_s: float) -> None:
-        """Publish `fetch()` on `topic` now and every `reference_s` reference seconds (at
-        least `floor_s` real ones); polls never overlap, and a failed one says so in the
-        notices and goes on."""
-        while True:
-            try:
-                topic.publish(await fetch())
-            except Exception as exc:  # noqa: BLE001 - keep polling; say it in the notices
-                self.bus.notice.publish(("warning", group, str(exc)[:300]))
-            await asyncio.sleep(max(floor_s, reference_s * self.session.endpoints.time_scale))
-
     @work(exclusive=True, group="kube_events", exit_on_error=False)
     async def watch_kube_events(self) -> None:
         """Recent Kubernetes Events from a watch (one list, then the changes), not a poll."""
-        async for batch in self.session.kube_events():
+        async for batch in self.live_session.kube_events():
             self.bus.kube_events.publish(batch)
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
@@ -568,20 +570,26 @@ class RLTuiApp(App):
         """Never overlapping: the next poll starts when the last one finished, one alignment
         period later (a minute against Google; shorter in a faster sandbox)."""
         while True:
-            period = 60.0 * self.session.endpoints.time_scale  # a failed poll: again in a minute
+            period = 60.0 * self.live_session.endpoints.time_scale  # a failed poll: again in a minute
             try:
-                metrics = await self.session.lustre_metrics()
+                metrics = await self.live_session.lustre_metrics()
                 self.bus.metrics.publish(metrics)
-                period = float(metrics.get("period_s") or period)
+                period = float(metrics.period_s or period)
             except Exception as exc:  # noqa: BLE001 - a failed poll must not end the charts
-                self.bus.notice.publish(("warning", "metrics", str(exc)[:300]))
+                self.bus.notice.publish(Notice("warning", "metrics", str(exc)[:300]))
             await asyncio.sleep(max(1.0, period))
 
     @work(exclusive=True, group="lustre", exit_on_error=False)
     async def poll_lustre(self) -> None:
         """The Lustre instance (state, IP, mount point, capacity, tier) for the Metrics panel,
-        now and every reference minute."""
-        await self._poll("lustre", self.bus.lustre, self.session.lustre_instance, 60.0, 2.0)
+        now and every reference minute (2 s at least); polls never overlap, and a failed one
+        says so in the notices and goes on."""
+        while True:
+            try:
+                self.bus.lustre.publish(await self.live_session.lustre_instance())
+            except Exception as exc:  # noqa: BLE001 - keep polling; say it in the notices
+                self.bus.notice.publish(Notice("warning", "lustre", str(exc)[:300]))
+            await asyncio.sleep(max(2.0, 60.0 * self.live_session.endpoints.time_scale))
 
     async def on_unmount(self) -> None:
         # Quitting never stops cloud operations; only local connections close.

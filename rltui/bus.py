@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .plan.runner import RunEvent, RunResult
     from .plan.view import PlanView
     from .saves import Save
-    from .seam import JobStatus, LustreInstance, LustreMetrics, Notice
+    from .seam import JobStatusUpdate, LustreInstance, LustreMetrics, Notice
     from .session import ConfigState
     from .widgets.chrome import HeaderInfo
 
@@ -52,8 +52,8 @@ class ReplaySignal(Signal[T], Generic[T]):
 class BatchReplaySignal(ReplaySignal[list[T]], Generic[T]):
     """A stream published in batches (one per flush: a burst is one message, not one per
     item) whose history is bounded by items, not batches: a screen built later replays at
-    most `keep` of the newest. Two thousand batches of a 20k lines/s burst held every line
-    of a million (427 MB), and a message per step record cost its screen ~30 ms a flush."""
+    most `keep` of the newest. Bounded by batches, a burst's history held every line of it, and
+    a message per step record cost its screen a flush (docs/decisions/wizard-latency.md)."""
 
     def __init__(self, owner: App[Any], name: str, keep: int) -> None:
         super().__init__(owner, name, keep=keep)
@@ -109,7 +109,7 @@ class Bus:
     run_result: ReplaySignal[RunResult]
     inventory: ReplaySignal[list[Resource]]
     kube_events: ReplaySignal[list[dict[str, Any]]]
-    job_status: ReplaySignal[JobStatus]
+    job_status: ReplaySignal[JobStatusUpdate]
     metrics: ReplaySignal[LustreMetrics]              # Session.lustre_metrics
     dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
     raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)

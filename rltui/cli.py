@@ -13,10 +13,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .sandbox_link import LUSTRE_QUOTA, cmd_sandbox
+
+if TYPE_CHECKING:  # types only: the commands import what they need when they run
+    from .cloud.endpoints import Endpoints
+    from .config import RLConfig
+    from .envfile import EnvFile
+    from .seam import WizardSession
 
 EXIT_USAGE = 2
 
@@ -34,7 +40,7 @@ class Parser(argparse.ArgumentParser):
 
 # --- helpers ------------------------------------------------------------------------------------
 
-def _load_env(path: str):
+def _load_env(path: str) -> tuple[EnvFile, RLConfig]:
     """Read and validate env.sh; raise UsageError with one line per problem."""
     from .config import ConfigError, parse_config
     from .envfile import EnvFile, EnvFileError
@@ -51,7 +57,7 @@ def _load_env(path: str):
         raise UsageError("\n".join(str(p) for p in exc.problems)) from None
 
 
-def _warn_mode(path: str, cfg) -> None:
+def _warn_mode(path: str, cfg: RLConfig) -> None:
     from .envfile import mode_problem
 
     warning = mode_problem(path) if (cfg.hf_token or cfg.wandb_api_key) else None
@@ -251,14 +257,15 @@ class _DeferredSession:
     """The wizard's Session, built on its first use instead of before the first frame: loading
     session.py (pydantic, the plan) and parsing env.sh take about as long as Textual's first
     paint, and the app reads the config in its boot worker (app.py's _boot). Attribute reads go
-    to the Session; the lock makes one when the worker and the UI thread ask at the same time."""
+    to the Session; the lock makes one when the worker and the UI thread ask at the same time.
+    To mypy it is a WizardSession through `__getattr__` (each name is the made session's)."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
+    def __init__(self, make: Callable[[], WizardSession]) -> None:
         import threading
 
         self._make = make
         self._lock = threading.Lock()
-        self._session: Any = None
+        self._session: WizardSession | None = None
 
     def __getattr__(self, name: str) -> Any:   # only for names the proxy itself lacks
         with self._lock:
@@ -301,12 +308,12 @@ def cmd_wizard(args: argparse.Namespace) -> int:
     from .app import RLTuiApp
     from .widgets.chrome import HeaderInfo
 
-    def endpoints() -> Any:
+    def endpoints() -> Endpoints:
         from .sandbox_link import endpoints_for
 
         return endpoints_for(args.sandbox)
 
-    def session() -> Any:
+    def session() -> WizardSession:
         from .remote import RemoteSession  # the cloud clients load in its worker process
 
         return RemoteSession(env_path, endpoints)
@@ -402,7 +409,8 @@ def build_parser(wizard_only: bool = False) -> Parser:
 
     p = cloud("up", cmd_up, "create everything up to a ready RayCluster (asks first)")
     p.add_argument("--yes", action="store_true", help="do not ask (not with --check)")
-    p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output (not with --check)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print xpk's and gcloud's output (not with --check)")
     p.add_argument("--check", action="store_true", help="create nothing: check quotas, permissions, names and the"
                    " zone; exit 1 if the plan cannot run (--yes and --verbose do not apply to it)")
     p = cloud("submit", cmd_submit, "submit the GRPO job; prints its id last")
@@ -467,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if wrong := misapplied(args):
             raise UsageError(wrong)
         args.env = "env.sh" if args.env is None else args.env
-        return args.func(args)
+        func: Command = args.func
+        return func(args)
     except UsageError as exc:
         for line in str(exc).splitlines():
             print(line, file=sys.stderr)
@@ -482,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """The `rltui` command: main(), then out without the interpreter's teardown (freeing the
-    Kubernetes, Google and Ray clients' modules one by one took 1.3 s after every command). What
+    Kubernetes, Google and Ray clients' modules one by one took over a second after every
+    command: docs/decisions/import-cost.md). What
     must happen at exit still does: threads end (else the usual exit joins them), the atexit
     handlers run (as multiprocessing's forked children do before os._exit), output is flushed."""
     try:

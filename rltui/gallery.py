@@ -19,23 +19,31 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = (120, 40)
 
 
-async def _until(what: str, check: Callable[[], Any], pilot: Any, timeout_s: float) -> Any:
+async def _until(what: str, check: Callable[[], Any], pilot: Pilot[None], timeout_s: float) -> Any:
+    """check()'s first true value, polled every 0.2 s; a worker's error meanwhile fails it."""
+    from .app import RLTuiApp
+
+    app = pilot.app
+    assert isinstance(app, RLTuiApp)
     deadline = time.monotonic() + timeout_s
-    errors = pilot.app.bus.notice.history
+    errors = app.bus.notice.history
     seen = len(errors)
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
-        fresh = [n for n in list(errors)[seen:] if n and n[0] == "error"]
+        fresh = [n for n in list(errors)[seen:] if n.severity == "error"]
         if fresh:
-            raise RuntimeError(f"gallery: waiting for {what}: {fresh[0][1]} failed: {fresh[0][2]}")
+            raise RuntimeError(f"gallery: waiting for {what}: {fresh[0].group} failed: {fresh[0].message}")
         await pilot.pause(0.2)
     raise TimeoutError(f"gallery: {what} did not happen within {timeout_s:.0f} s")
 
@@ -100,9 +108,9 @@ async def drive(out: Path, speed: float, log: Callable[[str], None]) -> list[Pat
                 await app.switch_mode("metrics")
                 await _until("two checkpoints and throughput points",
                              lambda: len(bus.checkpoints.replayed()) >= 2 and bus.metrics.last
-                             and bus.metrics.last.get("write"), pilot, 180)
-                await _until("the job's end", lambda: (bus.job_status.last or {}).get("status")
-                             in FINAL, pilot, 300)
+                             and bus.metrics.last.write, pilot, 180)
+                await _until("the job's end", lambda: bus.job_status.last is not None
+                             and bus.job_status.last.status in FINAL, pilot, 300)
                 app.poll_metrics()
                 await pilot.pause(2.0)
                 await shot("metrics")

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from .config import RLConfig
 from .plan.background import interrupted_line, running, stop_background
 from .plan.context import Context
-from .plan.wiring import make_runner
 from .plan.jobs import Refused, follow_logs, job_logs, job_status, record_log, retire_jobs, stop_jobs, submit_job
 from .plan.view import fmt_s
+from .plan.wiring import make_runner
 
 if TYPE_CHECKING:
     from .cloud.computereads import Forked

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 UPDATE_EVERY_S = 0.1  # half the wizard's 0.2 s log flush: an update never waits a whole one
 SAVES_EVERY_S = 1.0    # saves() walks every save of the job
-# A backlog revises every save's estimate with each step it reads (rltui/saves.py): 9,000
-# saves a second held the wizard's loop ~40 ms to unpickle and show, once a second.
+# A backlog revises every save's estimate with each step it reads (rltui/saves.py): thousands
+# of saves a second held the wizard's loop to unpickle and show (docs/decisions/wizard-latency.md).
 # A long list of revisions waits a second for each SAVES_PER_S of them.
 SAVES_PER_S = 2000
 

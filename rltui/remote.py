@@ -1,7 +1,7 @@
 """The wizard's Session, with its cloud work in a process of its own (rltui/cloudworker.py).
 
-Why a second process: the Google clients, grpc and the Kubernetes client hold ~170 MB of
-imports (compute_v1 alone ~93 MB), and their calls and watches decode protobuf and JSON on
+Why a second process: the Google clients, grpc and the Kubernetes client are heavy imports
+(docs/decisions/import-cost.md), and their calls and watches decode protobuf and JSON on
 the same GIL the terminal's keys wait for. The wizard keeps textual, rich and rltui's pure
 core; the worker imports the clients and runs the real `Session` (plan, inventory, jobs,
 watches, port-forward), unchanged. One code path: the worker *is* the in-process Session,

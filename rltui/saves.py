@@ -60,8 +60,7 @@ BURST_GAP_S = 0.5          # a caught-up tail waits 1 s between deliveries; a ba
 class Save(NamedTuple):
     """One checkpoint save: when it started (epoch seconds) and how long it took. A tuple,
     not a frozen dataclass: a backlog revises every save's estimate each second, and the
-    wizard unpickled 9,000 dataclasses (their __setstate__) in 50 ms, 2 us each to build;
-    a tuple is 0.5 us."""
+    wizard unpickles them; a tuple builds several times faster (docs/decisions/wizard-latency.md)."""
 
     step: int
     started: float
@@ -101,7 +100,7 @@ class _Chain:
     An entry's bound is min(arrived_j - u_j) over the anchors made after its step ended. The
     chain keeps the anchors' values in order and each entry the index of its first one, so an
     anchor costs O(1) and saves() resolves every bound with one suffix minimum (walking the
-    entries on each anchor was quadratic in a backlog: 16 s of a 1M-line burst)."""
+    entries on each anchor was quadratic in a backlog: docs/decisions/wizard-latency.md)."""
 
     __slots__ = ("anchors", "best", "entries", "fresh", "job", "last_step", "pending", "u")
 

@@ -155,7 +155,8 @@ submit() {{
 
 logs() {{
   port_forward
-  ray job logs --address=http://127.0.0.1:8265 --follow "$(ray job list --address=http://127.0.0.1:8265 | grep -o "raysubmit_[A-Za-z0-9]*" | tail -1)"
+  ray job logs --address=http://127.0.0.1:8265 --follow \\
+    "$(ray job list --address=http://127.0.0.1:8265 | grep -o "raysubmit_[A-Za-z0-9]*" | tail -1)"
 }}
 
 down() {{

@@ -34,12 +34,12 @@ if TYPE_CHECKING:
 # --- the bus's own messages ---
 
 @dataclass(frozen=True)
-class JobStatus:
+class JobStatusUpdate:
     """The `job_status` topic: the followed job's status, from the app's log follower (RUNNING,
     then the final one), from the supervisor's record (with `recovery`), or a reset."""
 
     id: str | None                 # the job's submission id; None: no job (after a teardown)
-    status: str                    # RUNNING, SUCCEEDED, ...; "" with a reset to no job
+    status: str                    # an oncluster.jobstatus.JobStatus value; "" with a reset to no job
     reset: bool = False            # a new job (or none): what screens show of the old one goes
     recovery: str | None = None    # the supervisor's word on the newest preemption ("": none);
     #                                None: this message says nothing of it

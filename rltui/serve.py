@@ -1,37 +1,11 @@
 """`rltui --serve`: the same wizard in a browser, through textual-serve, for Cloud Shell's Web Preview.
 
-How textual-serve 1.1.3 works (read from its source, textual_serve/server.py and app_service.py):
-an aiohttp server answers `/` with a page whose terminal (xterm.js) connects a websocket to `/ws`;
-each websocket starts the app anew with `asyncio.create_subprocess_shell(command)`, in an
-environment copied from the server's `os.environ` plus TEXTUAL_DRIVER (Textual's web driver),
-COLUMNS and ROWS. So:
-
-- The command goes through a shell. It is fixed here (`app_command()`: this interpreter, quoted,
-  `-m rltui.serve`): no path, flag or other user input is ever interpolated into it. The
-  wizard's settings (the env.sh path, `--sandbox`) reach the app another way: the server puts
-  them, as JSON, in the environment variable RLTUI_SERVE_ARGS, which the shell hands to the app
-  unchanged (`app_main()` reads it). No secret goes there or into any file: the app reads
-  env.sh itself, as the terminal wizard does. The sandbox's RLTUI_SANDBOX_DIR, when set, is
-  inherited the same way.
-- The page's static files and the websocket's URL are built from `public_url` (the host and port
-  it binds, by default), and the websocket is `wss:` only when that URL is https (textual-serve
-  pull request 10). Behind Web Preview's https proxy the browser must be sent to the proxy's
-  address, not to 127.0.0.1: `public_url()` picks it (textual-serve issue 42 asks why it is
-  needed at all; it is, in 1.1.3).
-- It binds 127.0.0.1 only (HOST): Web Preview connects to the port from inside the VM, and
-  textual-serve itself has no login, so anyone who can reach the port drives the wizard with
-  the caller's credentials. Cloud Shell's VM is the user's own.
-
-Web Preview's address. The Cloud Shell API's Environment resource has `webHost`, "host to which
-clients can connect to initiate HTTPS or WSS connections with the environment"
-(cloud.google.com/shell/docs/reference/rest/v1/users.environments); Cloud Workstations documents
-`$WEB_HOST`, "automatically set inside your workstation", with a port as a prefix
-(`https://PORT-HOST`, cloud.google.com/workstations/docs/access-http-servers-running-on-workstations);
-public Cloud Shell labs and scripts build Web Preview URLs as `https://8080-$WEB_HOST`
-(e.g. "echo https://8080-${WEB_HOST}/oauth2callback"), which matches the
-`https://8080-cs-<id>-default.cs-<region>.cloudshell.dev` addresses seen in public code. No page
-of Cloud Shell's own documentation found here names WEB_HOST: where it is unset, the default is
-http://127.0.0.1:PORT and `--public-url` says otherwise.
+The server binds 127.0.0.1 only (HOST) and starts the wizard for each browser with one fixed
+command (`app_command()`, no user input in it); the wizard's settings reach it as JSON in
+RLTUI_SERVE_ARGS (`app_main()`), and `public_url()` is the address the browser is sent to
+(`--public-url`, else Web Preview's `https://PORT-$WEB_HOST`, else http://127.0.0.1:PORT).
+Why each of these, and what was read about textual-serve and Web Preview:
+docs/decisions/serve.md.
 """
 
 from __future__ import annotations
@@ -117,7 +91,8 @@ def _server_class() -> type[Any]:
     then up to 60 s (run_app's shutdown_timeout) for the open websockets' handlers, which
     wait on their apps. Here on_shutdown cancels each handler, which (textual-serve's
     handle_websocket) closes the websocket and sends its app the "quit" meta packet, and waits
-    for them: ctrl+c with a browser open ends in the app's quit time (1 s here; 22 s without).
+    for them: ctrl+c with a browser open ends in the app's quit time, not in aiohttp's shutdown
+    timeout (docs/decisions/serve.md).
     """
     import asyncio
 

@@ -1,4 +1,4 @@
-"""The wizard's engine: env.sh, the plan, the adapters, behind one object. No Textual here.
+"""The wizard's Session: env.sh, the engine (plan/), the adapters, behind one object. No Textual here.
 
 The app calls these coroutines from workers and publishes what they return on its signals;
 screens only render what they receive and ask the app for actions. Quitting the app never
@@ -147,7 +147,7 @@ class Session:
     def runner(self, listener: Listener | None = None) -> Runner:
         """The one runner of this config; `listener` (given by up/down) receives its events."""
         if self._runner is None:
-            from .plan.engine import make_runner
+            from .plan.wiring import make_runner
 
             self._runner = make_runner(self.context(), listener or (lambda ev: None))
         elif listener is not None:

@@ -91,8 +91,8 @@ class Forked:
         if not hasattr(os, "fork"):
             return
         # What both sides import (google-auth and its requests transport, api-core, protobuf,
-        # proto-plus: 0.14 s of CPU), once, before the fork: with both processes busy on two
-        # cores, importing it twice cost wall time (status's CPU 1.64 -> 1.46 s).
+        # proto-plus), once, before the fork: with both processes busy on two cores, importing
+        # it twice cost wall time (docs/decisions/import-cost.md).
         for shared in ("google.api_core.exceptions", "google.auth.transport.requests", "proto"):
             importlib.import_module(shared)
 
@@ -197,7 +197,7 @@ def _child(parents: tuple[int, int], ask: int, fd: int, held: set[Any]) -> None:
     folders). No question (the parent closed its end): leave at once."""
     code = 0
     # A process of a second or so that ends with os._exit: the collector's passes over the
-    # ~2,200 message classes it builds were 8% of its import (0.70 s against 0.75 s).
+    # message classes it builds only slowed its import (docs/decisions/import-cost.md).
     gc.disable()
     try:
         for end in parents:

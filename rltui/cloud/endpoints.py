@@ -65,9 +65,10 @@ class Endpoints:
     time_scale: float = 1.0
     # Whether the job downloads the model from Hugging Face (so submitting needs HF_TOKEN).
     downloads_models: bool = True
-    # Credentials by scopes and ADC file version, loaded once: parsing the sandbox's key (0.11 s)
-    # or asking google.auth.default() again on every call cost that much each time; the object
-    # kept refreshes its own token (google-auth Credentials.before_request).
+    # Credentials by scopes and ADC file version, loaded once: parsing the sandbox's key or
+    # asking google.auth.default() again on every call cost a noticeable time each call
+    # (docs/decisions/import-cost.md); the object kept refreshes its own token (google-auth
+    # Credentials.before_request).
     _credentials: dict[tuple[Any, ...], Any] = field(default_factory=dict, init=False,
                                                      compare=False, repr=False)
 

@@ -18,9 +18,10 @@ list ({domain, reason, message}), which google-api-core keeps as `exc.errors`
 What an error IS comes from its google.rpc.ErrorInfo reason (google-api-core's `exc.reason`,
 `exc.domain`, `exc.error_info.metadata`), never from its wording: GKE words "busy" at least
 two ways (`Operation ... is currently ...`, `Cluster is running incompatible operation ...`)
-under one reason, CLUSTER_ALREADY_HAS_OPERATION (FACTS: kubernetes-sigs/cluster-api-provider-gcp
-1363, rancher/gke-operator 509); a disabled API is reason SERVICE_DISABLED with the API's name
-in metadata["service"] (AIP-193 and Google's ErrorInfo reasons for googleapis.com).
+under one reason, CLUSTER_ALREADY_HAS_OPERATION (kubernetes-sigs/cluster-api-provider-gcp #1363,
+rancher/gke-operator #509; sandbox/SOURCES.md#gke-one-operation-at-a-time); a disabled API is
+reason SERVICE_DISABLED with the API's name in metadata["service"] (AIP-193 and Google's
+ErrorInfo reasons for googleapis.com).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 Python runs a package's `__init__` before any of its submodules, and three packages rltui
 needs import far more there than rltui calls:
 - `google.cloud.compute_v1` imports every one of its ~100 services' clients to re-export them:
-  1.2 s of its 1.75 s on this machine's 2 cores, for the ten services rltui calls;
+  most of its import time, for the ten services rltui calls;
 - `kubernetes` imports the whole synchronous client (config, dynamic, watch, stream, utils,
-  leaderelection, informer), and `kubernetes.aio` its own config, dynamic, stream and watch:
-  0.35 s that rltui, which builds its Configuration from the GKE cluster and reads the JSON
-  itself (kube.py), never uses.
+  leaderelection, informer), and `kubernetes.aio` its own config, dynamic, stream and watch,
+  none of which rltui uses: it builds its Configuration from the GKE cluster and reads the
+  JSON itself (kube.py). The figures: docs/decisions/import-cost.md.
 So such a package goes into `sys.modules` as its spec makes it (its `__path__`, its `__init__`
 not run), and the submodules rltui needs are imported through it. The libraries' code runs
 unchanged; only the re-exports are deferred: the first name asked of the package that is not a

@@ -2,7 +2,7 @@
 
 The instance is created WITHOUT the deprecated `gke_support_enabled` (google-cloud-lustre 0.4.3:
 "no longer required for GKE"); the GKE side then enables the CSI driver without the legacy
-port 6988 (cloud/gke.py): the pair must agree or the mount fails (FACTS, "Lustre CSI port").
+port 6988 (cloud/gke.py): the pair must agree or the mount fails (sandbox/SOURCES.md#lustre-csi-port).
 
 A create can fail late (quota, capacity, stockout): the error lives in its long-running
 operation, and the instance may never appear or go away. So the wait reads the operation, by

@@ -1,6 +1,6 @@
 """Lustre throughput and capacity from Cloud Monitoring (async, gRPC).
 
-The metric types are Managed Lustre's documented ones (FACTS, "Lustre metrics";
+The metric types are Managed Lustre's documented ones (sandbox/SOURCES.md#lustre-metrics;
 docs.cloud.google.com/monitoring/api/metrics_gcp_i_o): byte counters are DELTA per storage
 target, so every query aligns each series (ALIGN_RATE for bytes/s, ALIGN_MEAN for gauges)
 and sums across targets with `cross_series_reducer=REDUCE_SUM`. There is no "used" metric:

@@ -1,6 +1,6 @@
 """APIs, the VPC networks xpk makes, the peering range and the Service Networking peering.
 
-Official clients where they exist (FACTS, "official clients that exist"): google-cloud-service-usage
+Official clients where they exist (sandbox/SOURCES.md#official-clients): google-cloud-service-usage
 (async gRPC) for the APIs; google-cloud-compute (REST only and sync: every call runs in a
 thread) for networks, subnetworks, global and regional addresses, firewall rules and Cloud
 Routers (their NATs are part of the router: compute.v1 Router.nats). Absence is the

@@ -1,7 +1,7 @@
 """Ray jobs over Ray's own REST Job API (cloud/rayrest.py), as `ray job submit` talks to it.
 
-Not `ray.job_submission.JobSubmissionClient`: importing it costs ~49 MB of RSS and 0.4 s in
-the wizard's process; rayrest.py speaks its protocol over aiohttp, read from ray
+Not `ray.job_submission.JobSubmissionClient`: importing it is heavy in memory and time for
+the wizard's process (docs/decisions/import-cost.md); rayrest.py speaks its protocol over aiohttp, read from ray
 2.60.0's sdk.py and dashboard_sdk.py, and answered the same by the cluster's Ray 2.46.0 (the
 nemo-rl v0.4.0 image's; rayrest.py says where they differ). Every call runs under a deadline;
 connection trouble and 429/5xx are retried with jittered backoff.

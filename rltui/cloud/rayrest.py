@@ -1,5 +1,5 @@
-"""Ray's REST Job API over aiohttp, without importing ray (ray.job_submission costs
-~49 MB of RSS and 0.4 s to import, measured).
+"""Ray's REST Job API over aiohttp, without importing ray (ray.job_submission is a heavy
+import: docs/decisions/import-cost.md).
 
 The protocol is ray 2.60.0's own client, `ray/dashboard/modules/job/sdk.py` (JobSubmissionClient)
 over `ray/dashboard/modules/dashboard_sdk.py` (SubmissionClient), answered by

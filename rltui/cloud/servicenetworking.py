@@ -1,6 +1,6 @@
 """Service Networking (the VPC peering Lustre needs) over its REST API, with ADC.
 
-There is no client package for it (FACTS, "official clients that exist"), and the real gcloud
+There is no client package for it (sandbox/SOURCES.md#official-clients), and the real gcloud
 cannot be pointed elsewhere for it: gcloud 528 has no `api_endpoint_overrides/servicenetworking`
 property. So rltui speaks the REST API itself, as the servicenetworking.v1 discovery document
 gives it (google-api-python-client 2.202.0), through an authorized session whose base URL
@@ -109,7 +109,8 @@ class ServiceNetworking:
     async def delete(self, network: str, *, timeout_s: float = 600.0,
                      on_line: Line | None = None) -> None:
         """deleteConnection. Refused while the producer (Lustre) still holds the connection,
-        sometimes minutes after the instance is gone (FACTS): that refusal is transient."""
+        sometimes minutes after the instance is gone (hashicorp/terraform-provider-google #19908;
+        sandbox/SOURCES.md#servicenetworking-peering-delete): that refusal is transient."""
         body = {"consumerNetwork": await self._network(network)}
         try:
             op = await self._call("delete peering", "POST", self._url(

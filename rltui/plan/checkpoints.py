@@ -17,12 +17,8 @@ anyway), whose container mounts the volume at /lustre (manifests.ray_cluster); i
 through ${LUSTRE_MOUNT:-/lustre} as run_nemo_rl.sh does (manifests.run_script) and prints one
 JSON line, read back from the job's log. Not the Kubernetes exec API: the sandbox's API server
 has no pods/exec (sandbox/rltui_sandbox/kube/), and exec answers on a streamed SPDY/WebSocket channel
-the Kubernetes adapter does not speak. Measured on the sandbox (a real Ray 2.60 head, 2 shared
-cores, through the dashboard's port-forward): 2.3-3.5 s a question, nearly all of it Ray
-starting the job (its supervisor actor, then the entrypoint's process: 2.0-2.5 s); the upload
-of this one small file 0.06 s, the log 0.03 s, the delete 0.03 s, and a `python3 -c` entrypoint
-with no working_dir no faster (2.0-2.6 s). tests/e2e/test_checkpoint_folder.py prints it. A
-price paid once a submit, before a run of hours.
+the Kubernetes adapter does not speak. A few seconds, nearly all of it Ray starting the job: a
+price paid once a submit, before a run of hours (the measurements: docs/decisions/checkpoint-check.md).
 
 One question covers the whole family: the folder env.sh names and its `-N` siblings (the
 fresh names a new run takes), so a fresh name is also one the volume does not hold. The check

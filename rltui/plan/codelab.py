@@ -6,7 +6,7 @@ from __future__ import annotations
 APIS = ("container.googleapis.com", "lustre.googleapis.com", "compute.googleapis.com",
         "servicenetworking.googleapis.com")
 
-# The codelab's own order, one step after the other (FACTS, "The workflow being automated":
+# The codelab's own order, one step after the other (sandbox/SOURCES.md#codelab-workflow:
 # 2 APIs, 3 xpk cluster create, 4 addons, 5 IP range, 6 peering, 7 Lustre, 8 PV/PVC, 9
 # RayCluster, 10 submit through the dashboard's port-forward). The credentials come before the
 # first kubectl, the Secret with the PV/PVC; network_ready is a wait of rltui's own (xpk has

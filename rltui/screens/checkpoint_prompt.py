@@ -9,10 +9,10 @@ asks for --resume or --new-folder (plan/jobs.py FolderChoice holds what was foun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import Button
 
 from .prompt import Prompt
@@ -29,10 +29,11 @@ class CheckpointPrompt(Prompt):
 
     COPY_TITLE = "checkpoint folder"
     ID = "checkpoint"
-    ANSWERS = {"checkpoint-resume": RESUME, "checkpoint-new": NEW}
-    BINDINGS = [Binding("escape", "answer(None)", "cancel"),
-                Binding("r", "answer('resume')", "resume", show=False),
-                Binding("n", "answer('new')", "new folder", show=False)]
+    ANSWERS: ClassVar[dict[str, Any]] = {"checkpoint-resume": RESUME, "checkpoint-new": NEW}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "answer(None)", "cancel"),
+        Binding("r", "answer('resume')", "resume", show=False),
+        Binding("n", "answer('new')", "new folder", show=False)]
 
     def __init__(self, found: FolderChoice) -> None:
         super().__init__()

@@ -10,10 +10,11 @@ Job parameters live on the Job screen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -91,8 +92,9 @@ class DiscardEdits(ModalScreen[bool], DrawsInputNow):
     DiscardEdits Horizontal { height: auto; }
     DiscardEdits Button { margin: 0 2 0 0; }
     """
-    BINDINGS = [Binding("escape,k", "answer(False)", "keep the edits"),
-                Binding("d", "answer(True)", "discard and reload")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,k", "answer(False)", "keep the edits"),
+        Binding("d", "answer(True)", "discard and reload")]
 
     def __init__(self, names: list[str]) -> None:
         super().__init__()
@@ -128,7 +130,7 @@ class ConfigureScreen(WizardScreen):
     # "-narrow" (WizardScreen, below 110 columns): each hint goes under its input (configure.tcss);
     # beside it, it wrapped into a 17-column strip at 80x24, two or three lines a field.
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "save env.sh", priority=True),
         Binding("ctrl+l", "reload", "reload env.sh", priority=True),
     ]

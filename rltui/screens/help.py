@@ -3,11 +3,13 @@ so neither scrolls out of sight at 80x24."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -67,7 +69,8 @@ def help_body() -> Group:
 
 class HelpScreen(ModalScreen[None], DrawsInputNow):
     CSS_PATH = stylesheet(__file__)
-    BINDINGS = [Binding("escape", "app.pop_screen", "close"), Binding("q", "app.pop_screen", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "close"), Binding("q", "app.pop_screen", "close")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):

@@ -16,17 +16,18 @@ lines wrap. The Ray dashboard's URL shows when the app publishes it (the bus top
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from .. import manifests
 from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, RLConfig, check_field, parse_config, submit_problems
 from ..joblog import TrainingStep
+from ..seam import JobStatusUpdate
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo
 from ..widgets.form import FormField
@@ -100,8 +101,9 @@ class JobScreen(WizardScreen):
     # "-narrow" (WizardScreen, below 110 columns): the form is about 40 wide, and a message
     # under a field uses all of it (job.tcss) instead of the 14 columns beside the labels,
     # where it took one line per word.
-    BINDINGS = [Binding("ctrl+s", "save", "save parameters", priority=True),
-                Binding("ctrl+g", "submit(False)", "submit", priority=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "save parameters", priority=True),
+        Binding("ctrl+g", "submit(False)", "submit", priority=True)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -186,7 +188,7 @@ class JobScreen(WizardScreen):
             return value if value in ("True", "False") else AUTO
         return value or default_of(name)  # left out of env.sh (or empty): the default
 
-    def _on_job_status(self, status: dict[str, Any]) -> None:
+    def _on_job_status(self, status: JobStatusUpdate) -> None:
         self.query_one(JobStrip).set_status(status)
 
     def _on_step_records(self, records: list[TrainingStep]) -> None:
@@ -268,10 +270,10 @@ class JobScreen(WizardScreen):
     def _show_preview(self) -> None:
         switcher = self.query_one(ContentSwitcher)
         if self.files:
-            for name, text in self.files.items():
+            for name, content in self.files.items():
                 area = self.query_one(f"#text-{_tab_id(name)}", TextArea)
-                if area.text != text:
-                    area.load_text(text)
+                if area.text != content:
+                    area.load_text(content)
         if self.problems and not self.files:
             text = Text("Fix these to see the files:\n\n", style="bold")
             for p in self.problems:

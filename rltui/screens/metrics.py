@@ -9,7 +9,7 @@ rates over a period ending at `t` (Point.t: the interval's end time, epoch secon
 cloud/monitoring.py); the sandbox's meter stamps its samples with the same wall clock
 (sandbox/lustre_meter.py, time.time()) even when it runs faster than real time
 (`endpoints.time_scale` shortens the periods, not the clock), so saves and points share one x
-axis: seconds before the poll (`metrics["at"]`, time.time()).
+axis: seconds before the poll (`LustreMetrics.at`, time.time()).
 
 At 80x24 (or below 100 columns or 32 rows) one chart shows at a time, `v` picks the next one;
 the saves and the Lustre panel sit side by side under it. From 100x32 all six panes show.
@@ -18,7 +18,7 @@ the saves and the Lustre panel sit side by side under it. From 100x32 all six pa
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import ClassVar, Literal
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -29,6 +29,7 @@ from textual.widgets import Static
 from .. import runs
 from ..joblog import TrainingStep
 from ..saves import Save, merge
+from ..seam import JobStatusUpdate, LustreInstance, LustreMetrics
 from ..widgets.charts import (
     Chart,
     ChartSpec,
@@ -85,14 +86,14 @@ def save_spans(saves: list[Save], at: float, xlim: tuple[float, float], cols: in
                       dashed=s.estimated) for a, b, label, s in zip(x0s, x1s, labels, shown, strict=True))
 
 
-def throughput_spec(metrics: dict[str, Any] | None, key: str, saves: list[Save],
+def throughput_spec(metrics: LustreMetrics | None, key: Literal["read", "write"], saves: list[Save],
                     width: int) -> tuple[ChartSpec, str]:
     """The chart of one rate metric on a time axis ending at the poll, and its title."""
     name = f"Lustre {key} throughput"
-    if not metrics or not metrics.get(key):
+    points = metrics.rate(key) if metrics else ()
+    if not metrics or not points:
         return ChartSpec(empty=WAITING), name
-    points = metrics[key]
-    at, period = metrics["at"], float(metrics.get("period_s") or 60)
+    at, period = metrics.at, float(metrics.period_s or 60)
     # A point is the rate over the period ending at t: draw it in the middle of that period.
     xs = [p.t - period / 2 - at for p in points]
     peak = max(p.value for p in points)
@@ -158,18 +159,18 @@ def step_specs(records: list[TrainingStep], width: int,
                                     "Waiting for the first step to finish"))
 
 
-def peak_write(metrics: dict[str, Any] | None, save: Save) -> float | None:
+def peak_write(metrics: LustreMetrics | None, save: Save) -> float | None:
     """The highest write rate of the periods the save overlaps: its spike."""
     if not metrics:
         return None
-    period = float(metrics.get("period_s") or 60)
-    end = save.ended if save.ended is not None else metrics["at"]
-    rates = [p.value for p in metrics.get("write") or []
+    period = float(metrics.period_s or 60)
+    end = save.ended if save.ended is not None else metrics.at
+    rates = [p.value for p in metrics.write
              if p.t > save.started and p.t - period < end]
     return max(rates, default=None)
 
 
-def saves_lines(saves: list[Save], metrics: dict[str, Any] | None, width: int) -> list[str]:
+def saves_lines(saves: list[Save], metrics: LustreMetrics | None, width: int) -> list[str]:
     """Per save: its start (clock time, ~ when estimated), seconds with a bar when there is
     room, and the write spike under it (markup)."""
     if not saves:
@@ -205,32 +206,32 @@ def saves_lines(saves: list[Save], metrics: dict[str, Any] | None, width: int) -
     return rows
 
 
-def lustre_lines(inst: dict[str, Any] | None, metrics: dict[str, Any] | None,
+def lustre_lines(inst: LustreInstance | None, metrics: LustreMetrics | None,
                  width: int) -> list[str]:
     """The instance as google-cloud-lustre's Instance describes it (state, mount_point
     `IP@tcp:/FS`, capacity_gib, per_unit_storage_throughput in MBps per TiB, 0 = Dynamic
     tier), and capacity used from Monitoring (used = capacity - free over the OSTs) in GiB
     and percent of the capacity (markup)."""
     rows: list[str] = []
-    capacity = float(metrics.get("capacity_gib") or 0) if metrics else 0.0
+    capacity = float(metrics.capacity_gib or 0) if metrics else 0.0
     if inst is None:
         rows += [f"[dim]{line}[/]" for line in NO_LUSTRE]
-    elif not inst.get("found"):
-        rows.append(f"[$error]no instance {inst.get('id', '')}[/]: Provision (F4) creates it")
+    elif not inst.found:
+        rows.append(f"[$error]no instance {inst.id}[/]: Provision (F4) creates it")
     else:
-        state = inst.get("state") or "?"
+        state = inst.state or "?"
         color = "success" if state == "ACTIVE" else "warning"
-        rows.append(f"[b]{inst['id']}[/] [${color}]{state}[/]")
-        mount = inst.get("mount_point") or ""
+        rows.append(f"[b]{inst.id}[/] [${color}]{state}[/]")
+        mount = inst.mount_point
         rows.append(f"[dim]IP[/]       {mount.split('@', 1)[0] if mount else '(not yet)'}")
         rows.append(f"[dim]mount[/]    {mount or '(once ACTIVE)'}")
-        capacity = float(inst.get("capacity_gib") or capacity)
-        tier = int(inst.get("throughput") or 0)
+        capacity = float(inst.capacity_gib or capacity)
+        tier = inst.throughput
         rows.append(f"[dim]tier[/]     {f'{tier} MBps per TiB' if tier else 'Dynamic'}")
         if tier and capacity:  # the tier's throughput per TiB times the capacity
             rows.append(f"[dim]max[/]      {fmt_rate(tier * 1e6 * capacity / TIB_GIB)}")
         rows.append(f"[dim]capacity[/] {capacity:,.0f} GiB")
-    used = (metrics or {}).get("used") or []
+    used = metrics.used if metrics else ()
     if used:
         now_gib = used[-1].value / GIB
         if capacity > 0:
@@ -280,8 +281,8 @@ class MetricsScreen(WizardScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self._metrics: dict[str, Any] | None = None
-        self._lustre: dict[str, Any] | None = None
+        self._metrics: LustreMetrics | None = None
+        self._lustre: LustreInstance | None = None
         self._saves: dict[int, Save] = {}
         self._records: dict[int, TrainingStep] = {}
         self.chart = "write"   # the one chart shown when the screen is compact
@@ -380,7 +381,7 @@ class MetricsScreen(WizardScreen):
 
     # --- data in ---
 
-    def _on_metrics(self, metrics: dict[str, Any]) -> None:
+    def _on_metrics(self, metrics: LustreMetrics) -> None:
         self._metrics = metrics
         self._draw_throughput()
         self._draw_saves()  # the spike under each save
@@ -391,14 +392,14 @@ class MetricsScreen(WizardScreen):
         self._draw_throughput()
         self._draw_saves()
 
-    def _on_lustre(self, inst: dict[str, Any]) -> None:
+    def _on_lustre(self, inst: LustreInstance) -> None:
         self._lustre = inst
         self._draw_lustre()
 
-    def _on_job_status(self, status: dict[str, Any]) -> None:
+    def _on_job_status(self, status: JobStatusUpdate) -> None:
         # A reset names the new job, or none after a teardown (then no run is the current one).
-        self._job_id = status.get("id") if status.get("reset") else status.get("id") or self._job_id
-        if status.get("reset"):  # a new job, or none after teardown: nothing of the old one
+        self._job_id = status.id if status.reset else status.id or self._job_id
+        if status.reset:  # a new job, or none after teardown: nothing of the old one
             self._saves, self._records = {}, {}
             self._redraw_all()
             for name in ("reward", "step-time"):

@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from ..joblog import CheckpointEvent, TrainingStep
 from ..plan.pods import KubeEvent
+from ..seam import JobStatusUpdate
 from ..widgets.checkpoints import CheckpointsList
 from ..widgets.chrome import HeaderInfo
 from ..widgets.jobstrip import JobStrip
@@ -245,8 +246,8 @@ class MonitorScreen(WizardScreen):
     def _on_log_lines(self, lines: list[str]) -> None:
         self.query_one(JobLogPane).write_lines(lines)
 
-    def _on_job_status(self, status: dict[str, Any]) -> None:
-        if status.get("reset"):   # a new job, or none after teardown
+    def _on_job_status(self, status: JobStatusUpdate) -> None:
+        if status.reset:   # a new job, or none after teardown
             self.query_one(JobLogPane).reset()
         self.query_one(JobStrip).set_status(status)
 

@@ -4,7 +4,7 @@ before a run and quitting ask this way; each prompt says what its answers are.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,7 +34,7 @@ class Prompt(ModalScreen[Any], DrawsInputNow):
     """
     COPY_TITLE = "question"
     ID = "prompt"
-    ANSWERS: dict[str, Any] = {}
+    ANSWERS: ClassVar[dict[str, Any]] = {}
 
     def text(self) -> Text:
         raise NotImplementedError

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Log, Static
 
@@ -75,7 +77,7 @@ class ProvisionScreen(WizardScreen):
     TITLE = "Provision"
     AUTO_FOCUS = "#steps"
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "run / retry", priority=True),
         Binding("ctrl+k", "skip", "skip step", priority=True),
     ]
@@ -167,7 +169,9 @@ class ProvisionScreen(WizardScreen):
 
     @staticmethod
     def _follow_target(views: tuple[StepView, ...]) -> str | None:
-        for wanted in (lambda v: v.state is S.FAILED, lambda v: v.state in ACTIVE):
+        tests: tuple[Callable[[StepView], bool], ...] = (lambda v: v.state is S.FAILED,
+                                                          lambda v: v.state in ACTIVE)
+        for wanted in tests:
             hit = next((v.name for v in views if wanted(v)), None)
             if hit is not None:
                 return hit

@@ -8,8 +8,10 @@ twice still quits at once.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import Button
 
 from .prompt import Prompt
@@ -20,9 +22,10 @@ class QuitPrompt(Prompt):
 
     COPY_TITLE = "quit"
     ID = "quit"
-    ANSWERS = {"quit-yes": True, "quit-stay": False}
-    BINDINGS = [Binding("escape,s", "answer(False)", "stay"),
-                Binding("q", "answer(True)", "quit")]
+    ANSWERS: ClassVar[dict[str, Any]] = {"quit-yes": True, "quit-stay": False}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,s", "answer(False)", "stay"),
+        Binding("q", "answer(True)", "quit")]
 
     def __init__(self, unsaved: list[str], background: str = "") -> None:
         super().__init__()

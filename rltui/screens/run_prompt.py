@@ -5,8 +5,10 @@ the form is valid; otherwise it names what to fix), run the saved env.sh, or can
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import Button
 
 from .prompt import Prompt
@@ -20,10 +22,11 @@ class RunWithUnsavedEdits(Prompt):
 
     COPY_TITLE = "run with unsaved edits"
     ID = "run-prompt"
-    ANSWERS = {"run-save": SAVE_AND_RUN, "run-saved": RUN_SAVED}
-    BINDINGS = [Binding("escape", "answer(None)", "cancel"),
-                Binding("s", "answer('save')", "save and run", show=False),
-                Binding("r", "answer('saved')", "run the saved env.sh", show=False)]
+    ANSWERS: ClassVar[dict[str, Any]] = {"run-save": SAVE_AND_RUN, "run-saved": RUN_SAVED}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "answer(None)", "cancel"),
+        Binding("s", "answer('save')", "save and run", show=False),
+        Binding("r", "answer('saved')", "run the saved env.sh", show=False)]
 
     def __init__(self, edits: list[str], problems: list[str]) -> None:
         super().__init__()

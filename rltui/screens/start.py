@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Static
 
@@ -41,7 +41,7 @@ class StartScreen(WizardScreen):
 
     # No input on this screen: plain letters are safe here. ctrl+u asks the cloud again, as on
     # every screen that shows its state.
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+u", "recheck", "check again"),
         Binding("c", "configure", "configure"),
         Binding("w", "resume", "resume watching"),

@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Log, Static
 
 from ..plan.runner import RunEvent, RunResult
 from ..plan.view import fmt_s
+from ..seam import Notice
 from ..session import ConfigState
 from ..widgets.chrome import HeaderInfo, stops_text
 from ..widgets.inventory import InventoryView, left_behind
@@ -224,12 +225,12 @@ class TeardownScreen(WizardScreen):
         self.query_one("#confirm-section").display = True
         self._refresh_actions()
 
-    def _on_notice(self, notice: tuple[str, str | None, str]) -> None:
+    def _on_notice(self, notice: Notice) -> None:
         """The teardown worker raised: no result will come, so stop showing "deleting"."""
-        if len(notice) >= 3 and notice[0] == "error" and notice[1] == "teardown":
+        if notice.severity == "error" and notice.group == "teardown":
             self.phase = "done"
             summary = self.query_one("#run-summary", Static)
-            summary.update(f"teardown stopped: {str(notice[2]).splitlines()[0][:300]}")
+            summary.update(f"teardown stopped: {notice.message.splitlines()[0][:300]}")
             summary.set_class(True, "dirty")
             self.query_one("#inventory-summary", Static).update(
                 "ask again (ctrl+u) to see what exists now")

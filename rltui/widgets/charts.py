@@ -1,6 +1,6 @@
 """Charts with axes over textual-plotext: drawn from a plain spec, rebuilt at most once a second.
 
-A plotext build costs about 3 ms at 60 points and 110-140 ms at 7,200 (measured here), so
+A plotext build's cost grows with the points (docs/decisions/wizard-latency.md), so
 series are downsampled to about twice the chart's width and a burst of updates is coalesced
 into one trailing redraw.
 """
@@ -19,6 +19,8 @@ from textual.app import RenderResult
 from textual.color import Color
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
+
+from .textual_compat import plotext_theme_name, set_plot_size
 
 MIN_REDRAW_S = 1.0
 
@@ -246,8 +248,8 @@ class Chart(PlotextPlot, can_focus=True):
         plt = self.plt
         plt.clear_figure()
         plt.plotsize(width, height)
-        plt._set_size(width, height)  # see textual-plotext's own render()
-        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        set_plot_size(plt, width, height)  # see textual-plotext's own render()
+        plt.theme(plotext_theme_name(self, self.app.theme))
         for s in spec.series:
             draw = plt.plot if s.kind == "line" else plt.scatter
             draw(list(s.xs), list(s.ys), marker="braille" if s.kind == "line" else "●",

@@ -16,6 +16,7 @@ from textual.widget import Widget
 
 from ..joblog import CheckpointEvent
 from ..saves import Save
+from ..seam import JobStatusUpdate
 
 MAX_ROWS = 20  # rows drawn in the pane (9,000 saves of a replay cost seconds a frame)
 
@@ -57,8 +58,8 @@ class CheckpointsList(Widget):
             bus.saves.subscribe(self, self.show)
             bus.job_status.subscribe(self, self._on_job_status)
 
-    def _on_job_status(self, status: dict[str, Any]) -> None:
-        if status.get("reset"):  # a new job, or none after teardown
+    def _on_job_status(self, status: JobStatusUpdate) -> None:
+        if status.reset:  # a new job, or none after teardown
             self._saved.clear()
             self._estimated = False
             self.refresh(layout=True)

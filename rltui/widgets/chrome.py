@@ -13,6 +13,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from ..seam import JobStatusUpdate
+
 
 @dataclass(frozen=True)
 class CostInfo:
@@ -92,10 +94,10 @@ class JobHeadline:
         self.step: tuple[int, int] | None = None
         self.shown: str | None = None
 
-    def status(self, payload: dict[str, Any]) -> None:
-        if payload.get("reset"):   # a new job, or none: the old one's step goes
+    def status(self, payload: JobStatusUpdate) -> None:
+        if payload.reset:   # a new job, or none: the old one's step goes
             self.step = None
-        self.state = payload.get("status") or ("" if payload.get("reset") else self.state)
+        self.state = payload.status or ("" if payload.reset else self.state)
         self._show()
 
     def records(self, records: list[Any]) -> None:

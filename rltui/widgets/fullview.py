@@ -45,10 +45,11 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.selection import Selection
 from textual.strip import Strip
-from textual.widgets import Log, Static
+from textual.widgets import Static
 
 from .inputframe import DrawsInputNow
 from .keybar import KeyBar
+from .textual_compat import process_line
 
 SELECT_HINT = "select with the mouse (hold shift; Option in iTerm2)"
 OSC52_MAX_SEQUENCE = 100_000                                 # bytes, ESC ] 52 ; c ; ... BEL
@@ -103,7 +104,7 @@ class WrappedLines(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.at_end = at_end                # first shown at the last line
         self.at_line = at_line              # or at this (line, row in view), the line marked
-        self.lines = [Log._process_line(line) for line in lines]  # tabs, control codes
+        self.lines = [process_line(line) for line in lines]  # tabs, control codes
         self._cells = [cell_len(line) for line in self.lines]
         self._wrap_width = 0
         self._starts: list[int] = [0]       # the first row of each line

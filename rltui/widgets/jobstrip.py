@@ -1,6 +1,6 @@
 """One glance at the job: status, step s/S, the last reward (and its change), the step time.
 
-Fed by `job_status` ({"id", "status"}) and `step_records` (batches of rltui.joblog.TrainingStep); a record
+Fed by `job_status` (rltui.seam.JobStatusUpdate) and `step_records` (batches of rltui.joblog.TrainingStep); a record
 is published again as its step fills in, so the newest record per step wins.
 """
 
@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from ..joblog import TrainingStep
+from ..seam import JobStatusUpdate
 
 BARS = "▁▂▃▄▅▆▇█"
 TREND_POINTS = 12
@@ -64,20 +65,20 @@ class JobStrip(Widget):
         self._last: TrainingStep | None = None   # the step running now (a rerun may go back)
         self.recovery = ""  # "preempted at step 9, resumed from step 8 in 3:10"
 
-    def set_status(self, status: dict[str, Any]) -> None:
-        if status.get("reset"):   # a new job, or none after teardown: nothing of the old one
-            self.job_id, self.status, self.recovery = status.get("id"), status.get("status") or None, ""
+    def set_status(self, status: JobStatusUpdate) -> None:
+        if status.reset:   # a new job, or none after teardown: nothing of the old one
+            self.job_id, self.status, self.recovery = status.id, status.status or None, ""
             self._records.clear()
             self._last = None
             self.refresh()
             return
-        if status.get("id") != self.job_id and self.job_id is not None and status.get("id"):
+        if status.id != self.job_id and self.job_id is not None and status.id:
             self._records.clear()  # a new job: its own steps
             self._last = None
-        self.job_id = status.get("id") or self.job_id
-        self.status = status.get("status") or self.status
-        if "recovery" in status:  # the supervisor's word on the newest preemption, or ""
-            self.recovery = str(status.get("recovery") or "")
+        self.job_id = status.id or self.job_id
+        self.status = status.status or self.status
+        if status.recovery is not None:  # the supervisor's word on the newest preemption, or ""
+            self.recovery = status.recovery
         self.refresh()
 
     def add_records(self, records: list[TrainingStep]) -> None:
@@ -95,7 +96,7 @@ class JobStrip(Widget):
     def summary(self) -> JobSummary:
         """What the strip shows, as values (tests and other screens read it)."""
         # The newest few only: every record of a long job's replay, sorted on each repaint,
-        # cost ~15 ms a frame at 18,000 steps.
+        # slowed every frame (docs/decisions/wizard-latency.md).
         records = [self._records[k] for k in sorted(self._records)[-KEEP:]]
         rewards = [r.avg_reward for r in records if r.avg_reward is not None]
         times = [r.step_time_s for r in records if r.step_time_s is not None]

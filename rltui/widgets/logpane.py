@@ -40,11 +40,12 @@ from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollBar, ScrollTo, ScrollUp
 from textual.selection import Selection
 from textual.strip import Strip
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Static
 
 from ..joblog import terminal_lines
 from ..words import count
 from .stripbar import filtered, plain_box, strip_scrollbar
+from .textual_compat import cached_scrollbar, process_line, scroll_update
 
 MAX_LINES = 10_000
 # Strips by line text: six screens of rows. Each Strip holds its own caches (textual
@@ -57,7 +58,8 @@ def _widest(lines: list[str], floor: int = 0) -> int:
     without tabs (one cell a character; Log._process_line swaps control codes one for one),
     `cell_len` for the others, and only where it could beat the widest (a character is at
     most two cells wide). The lines are sorted out by C-level filters: End after a paused
-    burst writes 10,000 lines at once, and two Python passes over them were 3 ms of its 4."""
+    burst writes 10,000 lines at once, and Python passes over them were most of its time
+    (docs/decisions/wizard-latency.md)."""
     joined = "".join(lines)
     if joined.isascii() and "\t" not in joined:
         return max(floor, max(map(len, lines)))
@@ -70,7 +72,7 @@ def _widest(lines: list[str], floor: int = 0) -> int:
         best = max(floor, max(map(len, filter(str.isascii, lines)), default=0))
     for line in odd:
         if "\t" in line or 2 * len(line) > best:
-            best = max(best, cell_len(Log._process_line(line)))
+            best = max(best, cell_len(process_line(line)))
         elif "\t" not in joined:
             break
     return best
@@ -117,7 +119,7 @@ class BoundedLog(ScrollView, can_focus=True):
         self._style: Style | None = None
         self.following = True
         # Told at once when following starts or stops, so the pane's bar changes in the same
-        # frame as the scroll (a posted message drew it one frame later: ~17-30 ms a key).
+        # frame as the scroll (a posted message drew it one frame later).
         self.on_follow: Callable[[], None] = lambda: None
         self.pending: deque[str] = deque(maxlen=max_lines)
         self._pending_width = 0    # the widest line queued since the last follow
@@ -173,11 +175,11 @@ class BoundedLog(ScrollView, can_focus=True):
     def _resize(self, size: Size) -> None:
         """A new virtual size without laying out the screen: Widget.virtual_size is a reactive
         with layout=True (textual widget.py), so each growing write laid out every widget of
-        Monitor (8-11 ms a flush, the keys waiting behind it). The pane's own region does not
-        change; its scrollbars do (`_scroll_update`, which lays out only when one appears)."""
+        Monitor, the keys waiting behind it (docs/decisions/wizard-latency.md). The pane's own
+        region does not change; its scrollbars do (`_scroll_update`, which lays out only when one appears)."""
         if size != self.virtual_size:
             self.set_reactive(BoundedLog.virtual_size, size)
-            self._scroll_update(size)
+            scroll_update(self, size)
 
     def clear(self) -> None:
         self._lines.clear()
@@ -212,8 +214,9 @@ class BoundedLog(ScrollView, can_focus=True):
         """The rows as render_line draws them, through the app's line filters, cut to `crop`:
         what Textual's styles cache makes of them (textual _styles_cache.py: a row of the
         region's width, filtered, cropped) when the pane has no border, outline, padding,
-        hatch, tint or opacity; with any of those it is asked. Its per-row work for them
-        cost a key's frame ~1.5 ms (a page back draws every row)."""
+        hatch, tint or opacity; with any of those it is asked. Its per-row work for them was a
+        visible part of a key's frame (a page back draws every row;
+        docs/decisions/wizard-latency.md)."""
         if not plain_box(self):
             return super().render_lines(crop)
         return filtered(self, self._rows(crop.line_range), crop)
@@ -222,15 +225,11 @@ class BoundedLog(ScrollView, can_focus=True):
     # the vertical one, which redrew every row of it through Rich.
     @property
     def vertical_scrollbar(self) -> ScrollBar:
-        if self._vertical_scrollbar is None:
-            self._vertical_scrollbar = strip_scrollbar(self, vertical=True)
-        return self._vertical_scrollbar
+        return cached_scrollbar(self, True, strip_scrollbar)
 
     @property
     def horizontal_scrollbar(self) -> ScrollBar:
-        if self._horizontal_scrollbar is None:
-            self._horizontal_scrollbar = strip_scrollbar(self, vertical=False)
-        return self._horizontal_scrollbar
+        return cached_scrollbar(self, False, strip_scrollbar)
 
     def render_line(self, y: int) -> Strip:
         return self._rows(range(y, y + 1))[0]
@@ -277,7 +276,7 @@ class BoundedLog(ScrollView, can_focus=True):
         plain = not self.query_text and selection is None
         if plain and (cached := self._strips.get(raw)) is not None:
             return cached
-        line = Log._process_line(raw)
+        line = process_line(raw)
         text = Text(line, no_wrap=True)
         text.stylize(rich_style)
         if selection is not None:
@@ -350,15 +349,15 @@ class BoundedLog(ScrollView, can_focus=True):
     def action_scroll_right(self) -> None:
         self.scroll_right(animate=False)
 
-    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         if not (event.ctrl or event.shift):  # with a modifier the wheel scrolls sideways
             self._reading_up()
         # Widget._on_mouse_scroll_up (next in the MRO) scrolls.
 
-    def _on_scroll_up(self, _message: ScrollUp) -> None:  # a click above the scrollbar's thumb
+    def on_scroll_up(self, _message: ScrollUp) -> None:  # a click above the scrollbar's thumb
         self._reading_up()
 
-    def _on_scroll_to(self, message: ScrollTo) -> None:  # the scrollbar's thumb dragged
+    def on_scroll_to(self, message: ScrollTo) -> None:  # the scrollbar's thumb dragged
         if message.y is not None and message.y < self.max_scroll_y:
             self._reading_up()
 

@@ -3,8 +3,8 @@
 Textual's ScrollBar (8.2.8, scrollbar.py) renders a `ScrollBarRender` through Rich: the bar's
 segments are styled, split into lines and cropped by the console (widget.py `_Styled`,
 visual.py `RichVisual.render_strips`), then each row goes through the styles cache
-(_styles_cache.py `render_line`). That was 1.5 ms of a 6 ms frame for the log pane's two bars
-on a page key (headless, 120x40); the bar moves on every such key. `StripScrollBar`
+(_styles_cache.py `render_line`). That was a quarter of a page key's frame for the log pane's
+two bars (docs/decisions/wizard-latency.md); the bar moves on every such key. `StripScrollBar`
 takes the same segments from the same `render_bar` and makes the rows those steps would make,
 kept until the bar changes. Anything those steps would alter (a border, padding, tint,
 opacity, a hatch, a content alignment, a renderer with its own drawing) goes to Textual's
@@ -25,6 +25,8 @@ from textual.geometry import Region
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
 from textual.widget import Widget
+
+from .textual_compat import start_widget
 
 _BACK = Color.parse("#555555")       # ScrollBarRender.__rich_console__'s defaults
 _BAR = Color.parse("bright_magenta")
@@ -112,5 +114,5 @@ def strip_scrollbar(widget: Widget, vertical: bool) -> ScrollBar:
                          thickness=widget.scrollbar_size_vertical if vertical
                          else widget.scrollbar_size_horizontal)
     bar.display = False
-    widget.app._start_widget(widget, bar)
+    start_widget(widget, bar)
     return bar

@@ -7,6 +7,10 @@ those versions, and why rltui needs it. `PINNED` lists the same names for the ca
 moves or reshapes one, and which keeps the rest of rltui/ off these names.
 
 Nothing here adds work per log line: `process_line` is Textual's own function, not a wrapper.
+rltui's message handlers are public `on_<message>` methods, never Textual's private
+`_on_<message>` ones: Textual dispatches either name the same way, one per class along the MRO
+(message_pump.py `_get_dispatch_methods`), and the test also keeps rltui's classes from
+overriding or setting their Textual bases' private names.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from textual.widget import Widget
 from textual.widgets import Log
 
 if TYPE_CHECKING:
+    # textual/_path.py CSSPathType, 8.2.8, a private module's type alias, re-exported for type
+    # checking only. Why: App.CSS_PATH is declared with it, and RLTuiApp's CSS_PATH (app.py) is
+    # annotated to match. Could be offered upstream as exporting CSSPathType from textual.app.
+    from textual._path import CSSPathType as CSSPathType
     from textual.geometry import Size
     from textual.scrollbar import ScrollBar
     from textual_plotext import PlotextPlot
@@ -29,9 +37,9 @@ if TYPE_CHECKING:
 class Pinned(NamedTuple):
     """One private upstream name: where it lives, and the shape rltui was written against."""
 
-    module: str                          # the public module its owner is imported from
-    owner: str                           # the class that holds it
-    name: str                            # the private attribute itself
+    module: str                          # the module its owner is imported from
+    owner: str                           # the class that holds it ("": the module itself)
+    name: str                            # the private attribute (or a private module's name)
     upstream: str                        # the file that defines it, at the pinned version
     params: tuple[str, ...] | None = None   # a method: its parameters (self/cls included)
     value: type | None = None            # an instance attribute: the type of its initial value
@@ -40,6 +48,7 @@ class Pinned(NamedTuple):
 VERSIONS: Final = {"textual": "8.2.8", "textual-plotext": "1.0.1", "plotext": "5.3.2"}
 
 PINNED: Final[tuple[Pinned, ...]] = (
+    Pinned("textual._path", "", "CSSPathType", "textual/_path.py"),
     Pinned("textual.widgets", "Log", "_process_line", "textual/widgets/_log.py", ("cls", "line")),
     Pinned("textual.widget", "Widget", "_scroll_update", "textual/widget.py", ("self", "virtual_size")),
     Pinned("textual.widget", "Widget", "_vertical_scrollbar", "textual/widget.py", value=type(None)),
@@ -59,10 +68,14 @@ PINNED: Final[tuple[Pinned, ...]] = (
     Pinned("textual_plotext", "PlotextPlot", "_get_plotext_theme_name", "textual_plotext/plotext_plot.py",
            ("self", "app_theme_name")),
 )
-PINNED_NAMES: Final = frozenset(pinned.name for pinned in PINNED)
+# The private attributes, which no other module of rltui/ may touch.
+PINNED_NAMES: Final = frozenset(pinned.name for pinned in PINNED if pinned.name.startswith("_"))
 
 
 # --- the log pane and the full-screen view (widgets/logpane.py, widgets/fullview.py) ---
+# The log prune fix (BoundedLog repaints after a write that prunes, as Log(max_lines) stops
+# repainting once it prunes at the end) could be offered upstream as a refresh in
+# textual/widgets/_log.py Log._prune_max_lines when it removes lines.
 
 # textual/widgets/_log.py Log._process_line (a classmethod), 8.2.8. Why: a line as Textual's Log
 # draws it (tabs expanded, control codes swapped one for one), so BoundedLog and WrappedLines
@@ -86,8 +99,8 @@ def cached_scrollbar(widget: Widget, vertical: bool,
 
     textual/widget.py Widget._vertical_scrollbar / _horizontal_scrollbar (Widget.__init__), the
     cache behind Widget.vertical_scrollbar / horizontal_scrollbar, 8.2.8. Why: BoundedLog's
-    bars are StripScrollBars (widgets/stripbar.py), and Textual reads them from that cache
-    (Widget._arrange_scrollbars, children of the compositor)."""
+    bars are StripScrollBars (widgets/stripbar.py), and Textual reads the bars from that cache
+    too (Widget._get_virtual_dom), not only through the properties BoundedLog overrides."""
     if vertical:
         if widget._vertical_scrollbar is None:
             widget._vertical_scrollbar = make(widget, True)
@@ -133,9 +146,10 @@ def draw_frame(screen: Screen[Any]) -> None:
 def screen_stacks(app: App[Any]) -> Mapping[str, list[Screen[Any]]]:
     """Each mode's screen stack, only for the modes built so far (no screen is built here).
 
-    textual/app.py App._screen_stacks, 8.2.8. Why: App.screen_stack is the current mode's
-    only, and App.get_screen_stack does not exist at 8.2.8; the app asks whether any screen is
-    built yet and which modes' screens are (for a quit prompt over unsaved forms)."""
+    textual/app.py App._screen_stacks, 8.2.8. Why: the app asks whether any mode's screen is
+    built yet (the first one skips a CSS parse) and whether a mode's screen is built (a quit
+    over unsaved forms); App.get_screen_stack(mode) gives one mode's, raising for a mode not
+    built, and nothing public lists the modes built."""
     return app._screen_stacks
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rltui.config import parse_config
+from rltui.seam import JobStatusUpdate
 from rltui.session import ConfigState
 from rltui.widgets.chrome import HeaderInfo
 
 PROJECT = "team-rl-sandbox-42"
 HEADER = HeaderInfo(mode="SANDBOX", project=PROJECT, cluster="ray-a4-gpu-spot",
                     job="RUNNING 5/20", clock="12:04")
-JOB_STATUS = {"id": "raysubmit_9fQk2LrT7uVw1XyZ", "status": "RUNNING"}
+JOB_STATUS = JobStatusUpdate("raysubmit_9fQk2LrT7uVw1XyZ", "RUNNING")
 
 
 def codelab_values() -> dict[str, str]:

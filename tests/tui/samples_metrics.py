@@ -11,6 +11,7 @@ import math
 from rltui.cloud.monitoring import Point
 from rltui.joblog import TrainingStep
 from rltui.saves import Save
+from rltui.seam import LustreInstance, LustreMetrics
 
 AT = 1_760_000_000.0              # the poll: "now" on the time axis
 PERIOD = 60
@@ -46,7 +47,7 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
 
-def metrics(points: int = POINTS, period: int = PERIOD) -> dict:
+def metrics(points: int = POINTS, period: int = PERIOD) -> LustreMetrics:
     ts = [AT - (points - 1 - i) * period for i in range(points)]
     write, read, used = [], [], []
     for t in ts:
@@ -59,17 +60,15 @@ def metrics(points: int = POINTS, period: int = PERIOD) -> dict:
                    for s0, s1, _ in save_windows())
         kept = min(done, 2.0)  # keep_top_k=2 prunes the oldest after the third save
         used.append(Point(t, 150 * GIB + kept * CKPT_BYTES))
-    return {"at": AT, "period_s": period, "read": read, "write": write, "used": used,
-            "capacity_gib": CAPACITY_GIB}
+    return LustreMetrics(AT, period, tuple(read), tuple(write), tuple(used), CAPACITY_GIB)
 
 
-def dense_metrics(points: int, phase: float = 0.0) -> dict:
+def dense_metrics(points: int, phase: float = 0.0) -> LustreMetrics:
     """Many points over the same 30 minutes (a fine alignment period, or a long window)."""
     period = 1800 / points
     ts = [AT - (points - 1 - i) * period for i in range(points)]
-    wave = [Point(t, 1e9 * (1.2 + math.sin(i / 37.0 + phase))) for i, t in enumerate(ts)]
-    return {"at": AT, "period_s": period, "read": wave, "write": wave,
-            "used": [Point(t, 200 * GIB) for t in ts], "capacity_gib": CAPACITY_GIB}
+    wave = tuple(Point(t, 1e9 * (1.2 + math.sin(i / 37.0 + phase))) for i, t in enumerate(ts))
+    return LustreMetrics(AT, period, wave, wave, tuple(Point(t, 200 * GIB) for t in ts), CAPACITY_GIB)
 
 
 def saves() -> list[Save]:
@@ -113,12 +112,12 @@ def job_log() -> str:
     return "\n".join(out) + "\n"
 
 
-def lustre() -> dict:
+def lustre() -> LustreInstance:
     """The instance as Session.lustre_instance returns it."""
-    return {"id": "rl-demo-gpu-lustre", "found": True, "state": "ACTIVE",
-            "mount_point": "10.90.0.2@tcp:/lustre", "ip": "10.90.0.2",
-            "capacity_gib": CAPACITY_GIB, "throughput": 1000, "filesystem": "lustre",
-            "network": "projects/team-rl-sandbox-42/global/networks/ray-a4-gpu-spot-net-0"}
+    return LustreInstance("rl-demo-gpu-lustre", found=True, state="ACTIVE",
+                          mount_point="10.90.0.2@tcp:/lustre", ip="10.90.0.2",
+                          capacity_gib=CAPACITY_GIB, throughput=1000, filesystem="lustre",
+                          network="projects/team-rl-sandbox-42/global/networks/ray-a4-gpu-spot-net-0")
 
 
 def step_records() -> list[TrainingStep]:

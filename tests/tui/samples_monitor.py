@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from rltui.plan.pods import KubeEvent
 from rltui.joblog import CheckpointEvent, TrainingStep
+from rltui.seam import JobStatusUpdate
 from rltui.widgets.chrome import HeaderInfo
 
 NOW = 1_750_000_000.0
@@ -175,5 +176,5 @@ def kube_events() -> list[dict]:
     ]
 
 
-JOB_STATUS = {"id": JOB_ID, "status": "RUNNING"}
+JOB_STATUS = JobStatusUpdate(JOB_ID, "RUNNING")
 DASHBOARD = "http://127.0.0.1:41865"

@@ -210,7 +210,7 @@ async def test_a_job_screen_opened_late_shows_env_sh_and_the_last_job():
         assert screen.field("MAX_STEPS").value == "7"
         assert "grpo.max_num_steps=7" in preview(screen, "run_nemo_rl.sh")
         text = str(screen.query_one("#job-strip").render())
-        assert "RUNNING" in text and "step 3/20" in text and S.JOB_STATUS["id"] in text
+        assert "RUNNING" in text and "step 3/20" in text and S.JOB_STATUS.id in text
 
 
 async def test_the_palette_saves_and_the_app_can_submit_through_the_screen():
@@ -284,7 +284,7 @@ async def test_a_parameter_env_sh_leaves_out_shows_its_default():
 
 
 async def test_the_ray_dashboard_url_shows_once_published():
-    from rltui.app import ReplaySignal
+    from rltui.bus import ReplaySignal
 
     app = RecordingApp()
     async with app.run_test(size=SIZE) as pilot:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from rltui.seam import JobStatusUpdate
 from rltui.widgets.jobstrip import JobStrip
 from tests.tui import samples_monitor as S
 from tests.tui.screentext import region_text, screen_lines
@@ -33,20 +34,20 @@ async def test_the_header_and_the_job_screen_say_the_same_status(wizard_app, siz
         header, strip = await header_and_strip(app, pilot)
         assert "PENDING" in header and "PENDING" in strip, (header, strip)
 
-        app.bus.job_status.publish({"id": JOB, "status": "RUNNING"})   # follow_logs starts
+        app.bus.job_status.publish(JobStatusUpdate(JOB, "RUNNING"))   # follow_logs starts
         await pilot.pause()
         header, strip = await header_and_strip(app, pilot)
         assert "RUNNING" in header and "PENDING" not in header, header
         assert "RUNNING" in strip, strip
 
         app.bus.step_records.publish(S.step_records())       # the log's steps: 5 of 20
-        app.bus.job_status.publish({"id": JOB, "status": "RECOVERING", "recovery": ""})
+        app.bus.job_status.publish(JobStatusUpdate(JOB, "RECOVERING", recovery=""))
         await pilot.pause()
         header, strip = await header_and_strip(app, pilot)
         assert "RECOVERING 5/20" in header and "RUNNING" not in header, header
         assert "RECOVERING" in strip and "5/20" in strip, strip
 
-        app.bus.job_status.publish({"id": JOB, "status": "SUCCEEDED"})  # the follower's end
+        app.bus.job_status.publish(JobStatusUpdate(JOB, "SUCCEEDED"))  # the follower's end
         await pilot.pause()
         header, strip = await header_and_strip(app, pilot)
         assert "SUCCEEDED 5/20" in header and "SUCCEEDED" in strip, (header, strip)

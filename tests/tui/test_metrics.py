@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from textual.screen import Screen
 
 from rltui.cloud.monitoring import Point
 from rltui.saves import Save
+from rltui.seam import JobStatusUpdate, LustreInstance
 from rltui.session import Session
 from rltui.screens.metrics import TextPane, lustre_lines
 from rltui.widgets.charts import (Chart, fit_labels, nice_ticks, plot_columns, rate_unit,
@@ -149,13 +151,13 @@ async def test_lustre_panel_shows_state_ip_mount_capacity_and_tier(wizard_app):
                      "mount    10.90.0.2@tcp:/lustre", "1000 MBps per TiB",
                      "max      8.79 GB/s", "capacity 9,000 GiB", "2,851 of 9,000 GiB (31.7%)"):
             assert part in text
-        app.bus.lustre.publish({"id": "rl-demo-gpu-lustre", "found": False})
+        app.bus.lustre.publish(LustreInstance("rl-demo-gpu-lustre", found=False))
         await pilot.pause()
         assert "no instance rl-demo-gpu-lustre" in _text(app, "#lustre-pane")
 
 
 def test_lustre_lines_while_creating_and_on_the_dynamic_tier():
-    creating = {**S.lustre(), "state": "CREATING", "mount_point": "", "throughput": 0}
+    creating = replace(S.lustre(), state="CREATING", mount_point="", throughput=0)
     text = "\n".join(lustre_lines(creating, None, 40))
     assert "CREATING" in text and "(not yet)" in text and "Dynamic" in text
 
@@ -169,8 +171,8 @@ async def test_burst_of_polls_redraws_at_most_once_a_second(wizard_app):
         base = S.metrics()
         started = time.monotonic()
         for i in range(30):
-            write = [Point(p.t, p.value * (i + 1)) for p in base["write"]]
-            app.bus.metrics.publish({**base, "write": write})
+            write = tuple(Point(p.t, p.value * (i + 1)) for p in base.write)
+            app.bus.metrics.publish(replace(base, write=write))
             await pilot.pause(0.02)
         burst_s = time.monotonic() - started
         await pilot.pause(1.2)
@@ -290,17 +292,17 @@ async def test_the_session_reads_the_instance_the_lustre_panel_shows(tmp_path):
     env_path.chmod(0o600)
     session = Session(env_path, lambda: endpoints)
     try:
-        assert await session.lustre_instance() == {"id": "rl-demo-gpu-lustre", "found": False}
+        assert await session.lustre_instance() == LustreInstance("rl-demo-gpu-lustre", found=False)
         adapter = LustreAdapter(endpoints, "metrics-lustre-panel", "us-east1-b")
         await adapter.create("rl-demo-gpu-lustre", capacity_gib=9000, throughput=1000,
                              network="default")
         await adapter.wait_active("rl-demo-gpu-lustre", expected_s=0.12)
         inst = await session.lustre_instance()
-        assert inst["found"] and inst["state"] == "ACTIVE"
-        assert inst["mount_point"] == f"{inst['ip']}@tcp:/lustre" and inst["ip"]
-        assert (inst["capacity_gib"], inst["throughput"]) == (9000, 1000)
-        assert inst["network"].endswith("/global/networks/default")
-        assert f"[dim]mount[/]    {inst['ip']}@tcp:/lustre" in lustre_lines(inst, None, 36)
+        assert inst.found and inst.state == "ACTIVE"
+        assert inst.mount_point == f"{inst.ip}@tcp:/lustre" and inst.ip
+        assert (inst.capacity_gib, inst.throughput) == (9000, 1000)
+        assert inst.network.endswith("/global/networks/default")
+        assert f"[dim]mount[/]    {inst.ip}@tcp:/lustre" in lustre_lines(inst, None, 36)
     finally:
         await session.close()
         await server.stop(None)
@@ -520,7 +522,7 @@ async def test_the_followed_job_is_never_its_own_previous_run_and_none_recorded_
     app = wizard_app()
     async with app.run_test(size=SIZE) as pilot:
         await _show_run(app, pilot)
-        app.bus.job_status.publish({"id": "rltui-20251201-100000-currnt", "status": "RUNNING"})
+        app.bus.job_status.publish(JobStatusUpdate("rltui-20251201-100000-currnt", "RUNNING"))
         await pilot.press("p")
         await pilot.pause()
         assert _previous_series(app) == []

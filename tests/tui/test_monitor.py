@@ -17,6 +17,7 @@ from textual.widgets import Input
 from rltui.app import RLTuiApp
 from rltui.plan.pods import KubeEvent
 from rltui.screens.monitor import MonitorScreen
+from rltui.seam import JobStatusUpdate
 from rltui.widgets.jobstrip import JobStrip
 from rltui.widgets.logpane import BoundedLog
 from rltui.widgets.pods import PodsTable
@@ -384,8 +385,8 @@ async def test_the_strip_shows_the_newest_recovery_whole_at_80x24_and_120x40(wiz
         async with app.run_test(size=size) as pilot:
             await open_monitor(app, pilot)
             publish_all(app)
-            app.bus.job_status.publish({"id": S.JOB_ID, "status": "RUNNING",
-                                        "recovery": "preempted at step 9, resumed from step 8 in 3:10"})
+            app.bus.job_status.publish(JobStatusUpdate(S.JOB_ID, "RUNNING",
+                                                       recovery="preempted at step 9, resumed from step 8 in 3:10"))
             await pilot.pause()
             await pilot.pause()
             strip = app.screen.query_one(JobStrip)

@@ -8,6 +8,7 @@ from textual.widgets import Button, Input, Log, Static
 
 from rltui.plan.runner import RunResult
 from rltui.plan.step import StepState as S
+from rltui.seam import Notice
 from rltui.session import ConfigState
 from rltui.widgets.inventory import InventoryView
 from rltui.widgets.steps import StepsView
@@ -350,7 +351,7 @@ async def test_a_crashed_teardown_worker_stops_showing_deleting(wizard_app, froz
         screen.query_one("#confirm", Input).value = C
         await pilot.pause()
         await pilot.press("ctrl+d")
-        app.bus.notice.publish(("error", "teardown", "could not reach the Lustre API"))
+        app.bus.notice.publish(Notice("error", "teardown", "could not reach the Lustre API"))
         await pilot.pause()
         assert "could not reach the Lustre API" in _text(screen, "#run-summary")
         assert not screen.query_one("#confirm", Input).disabled
