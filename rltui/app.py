@@ -78,8 +78,8 @@ class RLTuiApp(App[None]):
         *(Binding(key, f"switch_mode('{mode}')", title, show=False, priority=True)
           for mode, title, _m, _c, key in SCREENS),
         Binding("ctrl+q", "quit", "quit", priority=True),
-        Binding("[", "step(-1)", "prev"),
-        Binding("]", "step(1)", "next"),
+        Binding("[", "page(-1)", "prev"),
+        Binding("]", "page(1)", "next"),
         # F1 too: while an input has focus, ? is typed into it (the footer then shows F1).
         Binding("question_mark", "help", "help"),
         Binding("f1", "help", "help", key_display="F1"),
@@ -113,7 +113,7 @@ class RLTuiApp(App[None]):
 
     # --- navigation, help, palette ---
 
-    def action_step(self, delta: int) -> None:
+    def action_page(self, delta: int) -> None:
         modes = [m for m, _ in PAGES]
         self.switch_mode(modes[(modes.index(self.current_mode) + delta) % len(modes)])
 

@@ -1,4 +1,4 @@
-"""The frame every wizard screen shares: header, step bar, body, footer."""
+"""The frame every wizard screen shares: header, page bar, body, footer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.events import Resize
 
-from ..widgets.chrome import HeaderInfo, StepBar, WizardHeader
+from ..widgets.chrome import HeaderInfo, PageBar, WizardHeader
 from ..widgets.fullview import FullView, copy_lines
 from ..widgets.inputframe import DrawsInputNow
 from ..widgets.keybar import KeyBar
@@ -66,7 +66,7 @@ class WizardScreen(DrawsInputNow):
 
         self._fit_width()   # before the children exist: restyling them all costs the first frame
         yield WizardHeader(id="wizard-header")
-        yield StepBar(PAGES, self.MODE)
+        yield PageBar(PAGES, self.MODE)
         yield from self.compose_body()
         yield KeyBar()
 
@@ -99,7 +99,7 @@ class WizardScreen(DrawsInputNow):
     def _header(self, info: HeaderInfo) -> None:
         self.query_one(WizardHeader).info = info
 
-    def on_step_bar_selected(self, message: StepBar.Selected) -> None:
+    def on_page_bar_selected(self, message: PageBar.Selected) -> None:
         self.wizard.switch_mode(message.mode)
 
     # --- the pane protocol (widgets/fullview.py): ctrl+o full screen, ctrl+y copy ---

@@ -1,4 +1,4 @@
-"""The chrome on every screen: where am I, what exists, is the job alive; and the step bar."""
+"""The chrome on every screen: where am I, what exists, is the job alive; and the page bar."""
 
 from __future__ import annotations
 
@@ -181,11 +181,11 @@ class WizardHeader(Widget):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"badge-sandbox", "badge-real"}
 
 
-class StepBar(Widget):
-    """The wizard's steps on one line; also the navigation (click, or the keys in the footer).
-    One widget, not one per step: every screen builds it, the first frame among them."""
+class PageBar(Widget):
+    """The wizard's pages on one line; also the navigation (click, or the keys in the footer).
+    One widget, not one per page: every screen builds it, the first frame among them."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"step-bar--step", "step-bar--hover", "step-bar--current"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"page-bar--page", "page-bar--hover", "page-bar--current"}
 
     class Selected(Message):
         def __init__(self, mode: str) -> None:
@@ -194,23 +194,23 @@ class StepBar(Widget):
 
     hover: reactive[str | None] = reactive(None)
 
-    def __init__(self, steps: list[tuple[str, str]], current: str) -> None:
-        super().__init__(id="step-bar")
-        self.steps, self.current = steps, current
+    def __init__(self, pages: list[tuple[str, str]], current: str) -> None:
+        super().__init__(id="page-bar")
+        self.pages, self.current = pages, current
 
     def spans(self) -> list[tuple[int, int, str]]:
-        """[start, end) columns of each step's label, and its mode."""
+        """[start, end) columns of each page's label, and its mode."""
         out, x = [], 0
-        for mode, title in self.steps:
+        for mode, title in self.pages:
             out.append((x, x + len(title) + 2, mode))
             x += len(title) + 3    # " title " and one column between
         return out
 
     def render(self) -> Text:
         text = Text(no_wrap=True, end="")
-        for mode, title in self.steps:
-            role = "current" if mode == self.current else "hover" if mode == self.hover else "step"
-            text.append(f" {title} ", style=self.get_component_rich_style(f"step-bar--{role}"))
+        for mode, title in self.pages:
+            role = "current" if mode == self.current else "hover" if mode == self.hover else "page"
+            text.append(f" {title} ", style=self.get_component_rich_style(f"page-bar--{role}"))
             text.append(" ")
         return text
 
@@ -226,4 +226,4 @@ class StepBar(Widget):
     def on_click(self, event: events.Click) -> None:
         mode = self._mode_at(event.x)
         if mode is not None:
-            self.post_message(StepBar.Selected(mode))
+            self.post_message(PageBar.Selected(mode))

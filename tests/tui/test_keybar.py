@@ -8,7 +8,7 @@ import pytest
 
 from rltui.screens import PAGES
 from rltui.screens.help import HelpScreen
-from rltui.widgets.chrome import StepBar
+from rltui.widgets.chrome import PageBar
 from rltui.widgets.keybar import KeyBar
 
 
@@ -50,11 +50,11 @@ async def test_a_click_on_a_hint_presses_its_key(wizard_app):
         assert isinstance(app.screen, HelpScreen)
 
 
-async def test_a_click_on_a_step_in_the_step_bar_opens_that_screen(wizard_app):
+async def test_a_click_on_a_page_in_the_page_bar_opens_that_screen(wizard_app):
     app = wizard_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        bar = app.screen.query_one(StepBar)
+        bar = app.screen.query_one(PageBar)
         x = next(start for start, _end, mode in bar.spans() if mode == "metrics")
-        await pilot.click(StepBar, offset=(x + 1, 0))
+        await pilot.click(PageBar, offset=(x + 1, 0))
         await pilot.pause()
         assert app.current_mode == "metrics"
