@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # The major version of the sandbox contract this rltui speaks (sandbox/CHANGELOG.md).
 CONTRACT_MAJOR = 1
-INSTALL_HINT = "pip install 'rltui[sandbox]' (or `make sandbox` in a checkout)"
+INSTALL_HINT = "pip install 'rltui[sandbox]' (in a checkout: `make sandbox`, or pip install . ./sandbox)"
 # `sandbox start --quota` name for the Lustre capacity quota (GiB per zone and network): the metric
 # the sandbox's Lustre refusal names (sandbox/rltui_sandbox/world_lustre.py).
 LUSTRE_QUOTA = "lustre.googleapis.com/capacity"
@@ -35,20 +35,29 @@ def contract() -> ModuleType:
     """`rltui_sandbox.contract`, or SandboxProblem naming what to install."""
     try:
         from rltui_sandbox import contract as module
-    except ImportError:
-        raise SandboxProblem(f"the sandbox is not installed: {INSTALL_HINT}") from None
-    if module.major(module.CONTRACT_VERSION) != CONTRACT_MAJOR:
-        raise SandboxProblem(f"the installed sandbox speaks contract {module.CONTRACT_VERSION}, this rltui "
+    except ImportError as exc:
+        raise SandboxProblem(f"the sandbox is not installed ({exc}): {INSTALL_HINT}") from None
+    version = str(getattr(module, "CONTRACT_VERSION", "0"))
+    if _major(version) != CONTRACT_MAJOR:
+        raise SandboxProblem(f"the installed sandbox speaks contract {version}, this rltui "
                              f"{CONTRACT_MAJOR}.x: install the one from this rltui's checkout ({INSTALL_HINT})")
+    missing = module.missing_dependencies() if hasattr(module, "missing_dependencies") else []
+    if missing:
+        raise SandboxProblem(f"the sandbox's dependencies are missing ({', '.join(missing)}): {INSTALL_HINT}")
     return module
+
+
+def _major(version: str) -> int:
+    """The major number of a contract version ("1.1" -> 1); -1 when it is not one."""
+    head = version.partition(".")[0]
+    return int(head) if head.isdigit() else -1
 
 
 def check_status(info: dict[str, Any]) -> dict[str, Any]:
     """A running daemon's status JSON, refused when an older or newer sandbox wrote it."""
-    sandbox = contract()
-    if sandbox.major(info.get("contract", "0")) != CONTRACT_MAJOR:
-        raise sandbox.SandboxError("the running sandbox speaks another contract version than this rltui: "
-                                   "restart it (rltui sandbox stop && rltui sandbox start)")
+    if _major(str(info.get("contract", "0"))) != CONTRACT_MAJOR:
+        raise contract().SandboxError("the running sandbox speaks another contract version than this rltui: "
+                                      "restart it (rltui sandbox stop && rltui sandbox start)")
     return info
 
 
@@ -114,6 +123,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             status = manage.start(args.speed, args.faults, args.seed, args.profile,
                                   quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny,
                                   kuberay_version=kuberay)
+            check_status(status.info)  # one already running may be another version's
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
                   f" Kubernetes {status.info['kube_api']}, KubeRay {status.info.get('kuberay_version')},"
                   f" state in {manage.sandbox_dir()}")
@@ -140,6 +150,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             if not status:
                 print("sandbox: no sandbox running: start it with `rltui sandbox start`", file=sys.stderr)
                 return 1
+            check_status(status.info)
             tools, missing = manage.shell_tools(status)
             for line in missing:   # on stderr: eval reads only stdout
                 print(f"sandbox env: {line}", file=sys.stderr)
@@ -151,6 +162,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             if args.hard and args.head:
                 raise UsageError("--hard takes a Ray worker's node: the sandbox restarts a lost Ray head's"
                                  " process as its kubelet would, which a VM gone without a shutdown cannot")
+            check_status(status.info)
             print(manage.preempt(status, args.node, head=args.head, hard=args.hard))
     except manage.SandboxError as exc:
         print(f"sandbox: {exc}", file=sys.stderr)

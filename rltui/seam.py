@@ -39,7 +39,9 @@ class JobStatusUpdate:
     then the final one), from the supervisor's record (with `recovery`), or a reset."""
 
     id: str | None                 # the job's submission id; None: no job (after a teardown)
-    status: str                    # an oncluster.jobstatus.JobStatus value; "" with a reset to no job
+    # A JobStatus value (oncluster/jobstatus.py), or a run's own word from the supervisor's
+    # record (SUBMITTED, RECOVERING: plan/supervision.py); "" with a reset to no job.
+    status: str
     reset: bool = False            # a new job (or none): what screens show of the old one goes
     recovery: str | None = None    # the supervisor's word on the newest preemption ("": none);
     #                                None: this message says nothing of it

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class JobStatus(str, Enum):  # noqa: UP042 - the supervisor's image runs Python 3.9: no StrEnum
+class JobStatus(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     STOPPED = "STOPPED"

@@ -8,7 +8,8 @@ The promise covers:
   `contract`, this version; a reader refuses a sandbox whose major version differs;
 - the environment `rltui sandbox env` prints (`env_lines`, `shell_tools`);
 - the fault commands: `preempt`;
-- the checks the CLI runs before starting one (`kuberay_version`, `ray_env_problem`).
+- the checks the CLI runs before starting one (`kuberay_version`, `ray_env_problem`,
+  `missing_dependencies`).
 A minor version adds (a key, an option, a command); a major one changes or removes.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from .manage import SandboxError, Status, env_lines, preempt, read_status, sandbox_dir, shell_tools, start, stop
 
-CONTRACT_VERSION = "1.0"
+CONTRACT_VERSION = "1.1"
 
 # Keys of the status JSON that rltui reads (daemon.py writes them); others are the sandbox's own.
 STATUS_KEYS = ("contract", "pid", "grpc", "kube_api", "compute", "rest", "adc", "bin_dir", "tool_env",
@@ -37,6 +38,18 @@ def kuberay_version(text: str) -> str:
     return KubeRay.parse(text).version
 
 
+# The third-party modules the daemon and its servers import (sandbox/pyproject.toml's dependencies).
+_NEEDS = ("aiohttp", "cryptography", "grpc", "numpy", "ray", "yaml")
+
+
+def missing_dependencies() -> list[str]:
+    """Which of the sandbox's own dependencies this Python lacks: an editable rltui without its
+    `test` extra puts this package on sys.path without them."""
+    import importlib.util
+
+    return [name for name in _NEEDS if importlib.util.find_spec(name) is None]
+
+
 def ray_env_problem() -> str | None:
     """Why no sandbox could start here (its cluster's Ray environment is missing), or None."""
     from . import images
@@ -50,5 +63,5 @@ def ray_env_problem() -> str | None:
 
 __all__ = [
     "CONTRACT_VERSION", "STATUS_KEYS", "SandboxError", "Status", "env_lines", "kuberay_version",
-    "major", "preempt", "ray_env_problem", "read_status", "sandbox_dir", "shell_tools", "start", "stop",
+    "major", "missing_dependencies", "preempt", "ray_env_problem", "read_status", "sandbox_dir", "shell_tools", "start", "stop",
 ]

@@ -77,6 +77,15 @@ def installed_ray(root: Path) -> str | None:
     return None
 
 
+def install_hint() -> str:
+    """How to make the environment: `make ray-env` in a checkout of rltui; installed from a wheel
+    (no checkout around this file), a venv of one's own named by RLTUI_SANDBOX_RAY_ENV."""
+    if REQUIREMENTS.is_file():
+        return f"run `{INSTALL_COMMAND}`"
+    return (f"make a venv with `pip install 'ray[default]=={RAY_VERSION}' numpy==1.26.4` and set {ENV_VAR} "
+            "to its folder")
+
+
 def ray_env(version: str = RAY_VERSION) -> RayEnv:
     """The environment holding Ray `version`; MissingRayEnv (one line, naming the command that
     installs it) when it is absent, incomplete or holds another Ray."""
@@ -85,11 +94,11 @@ def ray_env(version: str = RAY_VERSION) -> RayEnv:
     env = RayEnv(root, version)
     if not (env.python.exists() and env.ray.exists()):
         raise MissingRayEnv(f"the sandbox's Ray {version} environment (the Ray of {NEMO_RL_IMAGE}) is not "
-                            f"installed at {where}: run `{INSTALL_COMMAND}`")
+                            f"installed at {where}: {install_hint()}")
     found = installed_ray(root)
     if found != version:
         holds = f"holds Ray {found}, not {version}" if found else f"has no Ray (it needs Ray {version})"
-        raise MissingRayEnv(f"the sandbox's Ray environment at {where} {holds}: run `{INSTALL_COMMAND}`")
+        raise MissingRayEnv(f"the sandbox's Ray environment at {where} {holds}: {install_hint()}")
     return env
 
 

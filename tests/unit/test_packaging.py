@@ -30,7 +30,12 @@ def test_the_sandbox_is_a_distribution_of_its_own_behind_an_extra() -> None:
     assert "sandbox" in SANDBOX["project"]["name"]
     assert SANDBOX["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["rltui_sandbox"]
     (extra,) = RLTUI["project"]["optional-dependencies"]["sandbox"]
-    assert _name(extra) == SANDBOX["project"]["name"] and extra.endswith("/sandbox"), extra
+    # A version range, never a path: a path would be the build machine's, in every wheel.
+    assert _name(extra) == SANDBOX["project"]["name"] and "@" not in extra, extra
+    from rltui.sandbox_link import CONTRACT_MAJOR
+
+    assert extra.endswith(f"~={CONTRACT_MAJOR}.0"), extra
+    assert SANDBOX["project"]["version"].split(".")[0] == str(CONTRACT_MAJOR)
     assert {"ray", "numpy"} <= set(_by_name(SANDBOX["project"]["dependencies"]))
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from rltui import manifests_supervisor as ms
 from rltui.config import RLConfig, parse_config
@@ -142,3 +146,32 @@ def test_the_supervisors_waits_are_the_clouds_times_scaled_and_its_polls_a_secon
     assert (real["poll_s"], real["node_grace_s"], real["gcs_reconnect_s"]) == (ms.POLL_S, ms.NODE_GRACE_S,
                                                                              ms.GCS_RECONNECT_S)
     assert fast["poll_s"] == 1.0 and fast["node_grace_s"] == round(ms.NODE_GRACE_S / 300, 3)
+
+
+def _python39() -> str | None:
+    import glob
+    import shutil
+
+    found = shutil.which("python3.9")
+    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+        return found
+    # pyenv's 3.9 (the tests run with HOME elsewhere: find pyenv's root from PATH instead).
+    roots = {os.environ.get("PYENV_ROOT", "")} | {str(Path(p).parent) for p in os.environ.get("PATH", "").split(":")
+                                                  if p.endswith("/.pyenv/shims") or p.endswith("/.pyenv/bin")}
+    found = [hit for root in sorted(roots - {""}) for hit in sorted(glob.glob(f"{root}/versions/3.9*/bin/python3.9"))]
+    return found[0] if found else None
+
+
+def test_the_shipped_files_import_under_python_3_9(tmp_path: Path) -> None:
+    """The image's Python is 3.9: the ConfigMap's flat folder of files must import there, not
+    only parse (a StrEnum or a 3.10 call would crash-loop the supervisor's pod at import)."""
+    python = _python39()
+    if python is None:
+        pytest.skip("no Python 3.9 on this machine (pyenv's 3.9 is where these tests look)")
+    for name, text in ms.supervisor_sources().items():
+        (tmp_path / name).write_text(text)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import supervisor, jobstatus; "
+            "print(sys.version_info[:2], sorted(jobstatus.FINAL), str(jobstatus.JobStatus.FAILED))")
+    ran = subprocess.run([python, "-I", "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["(3,", "9)", "['FAILED',", "'STOPPED',", "'SUCCEEDED']", "FAILED"], ran.stdout
