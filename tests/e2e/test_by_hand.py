@@ -167,13 +167,13 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shell]:
 
 def test_sandbox_env_puts_xpk_and_ray_first_on_the_callers_path(tmp_path: Path) -> None:
     """Without a daemon: a status file naming this (live) process is all `sandbox env` reads."""
-    from rltui_sandbox import manage
+    from rltui_sandbox import contract, manage
 
     root = tmp_path / "sbx"
     (root / "bin").mkdir(parents=True)
     (root / "bin" / "xpk").write_text("#!/bin/sh\necho fake xpk\n")
     (root / "bin" / "xpk").chmod(0o755)
-    info = {"pid": os.getpid(), "bin_dir": str(root / "bin"), "gcloud_config": str(root / "gcloud"),
+    info = {"contract": contract.CONTRACT_VERSION, "pid": os.getpid(), "bin_dir": str(root / "bin"), "gcloud_config": str(root / "gcloud"),
             "tool_env": {"KUBECONFIG": str(root / "kubeconfig-gcloud"), "CLOUDSDK_CONFIG": str(root / "gcloud")}}
     (root / manage.STATUS_FILE).write_text(json.dumps(info))
     mine = tmp_path / "my bin"   # the user's own folder, a space in its name: kept, after the tools
