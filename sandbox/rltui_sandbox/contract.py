@@ -5,9 +5,18 @@ rltui imports this module and nothing else of rltui_sandbox (rltui's import-lint
 The promise covers:
 - `start(...)` and its options, `stop()`, `read_status()` and `sandbox_dir()`;
 - the status JSON (`daemon.json`, `rltui sandbox status --json`): the keys in STATUS_KEYS, and
-  `contract`, this version; a reader refuses a sandbox whose major version differs;
+  `contract`, this version; a reader refuses a sandbox whose major version differs; `rest` maps
+  an API's name to its REST base URL, `iam` among them (IAM v1 projects.serviceAccounts
+  create/get/list/delete/getIamPolicy/setIamPolicy), and `cloudresourcemanager` serves the
+  project's getIamPolicy/setIamPolicy (a stale etag is 409 ABORTED on both);
+- Workload Identity on the clusters xpk makes (Cluster Toolkit): workloadIdentityConfig.workloadPool
+  `<project>.svc.id.goog`, every pool GKE_METADATA; a process pod on such a pool gets
+  GCE_METADATA_HOST and GCE_METADATA_IP (its own `127.0.0.1:<port>` of the sandbox's GKE metadata
+  server, which google-auth's compute_engine.Credentials reads); the server's tokens are allowed,
+  by GKE, IAM and Resource Manager, only what their principal's roles grant (403
+  PERMISSION_DENIED, ErrorInfo reason IAM_PERMISSION_DENIED), any other token is the owner's;
 - the environment `rltui sandbox env` prints (`env_lines`, `shell_tools`);
-- the fault commands: `preempt`;
+- the fault commands: `preempt`, `stall` (a job's driver frozen with SIGSTOP);
 - the checks the CLI runs before starting one (`kuberay_version`, `ray_env_problem`,
   `missing_dependencies`).
 A minor version adds (a key, an option, a command); a major one changes or removes.
@@ -15,9 +24,10 @@ A minor version adds (a key, an option, a command); a major one changes or remov
 
 from __future__ import annotations
 
-from .manage import SandboxError, Status, env_lines, preempt, read_status, sandbox_dir, shell_tools, start, stop
+from .manage import (SandboxError, Status, env_lines, preempt, read_status, sandbox_dir, shell_tools, stall, start,
+                     stop)
 
-CONTRACT_VERSION = "1.1"
+CONTRACT_VERSION = "1.2"
 
 # Keys of the status JSON that rltui reads (daemon.py writes them); others are the sandbox's own.
 STATUS_KEYS = ("contract", "pid", "grpc", "kube_api", "compute", "rest", "adc", "bin_dir", "tool_env",
@@ -63,5 +73,6 @@ def ray_env_problem() -> str | None:
 
 __all__ = [
     "CONTRACT_VERSION", "STATUS_KEYS", "SandboxError", "Status", "env_lines", "kuberay_version",
-    "major", "missing_dependencies", "preempt", "ray_env_problem", "read_status", "sandbox_dir", "shell_tools", "start", "stop",
+    "major", "missing_dependencies", "preempt", "ray_env_problem", "read_status", "sandbox_dir", "shell_tools", "stall",
+    "start", "stop",
 ]

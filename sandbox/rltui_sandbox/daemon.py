@@ -16,9 +16,10 @@
   Two sites of one app rather than two apps: the routes share the store, World and faults, and
   the Google-API surfaces stay where their clients already find them.
 - HTTP for the real gcloud (aiohttp, loopback, one port per API): the REST APIs of Lustre,
-  Kubernetes Engine, Service Usage, Service Networking and Cloud Resource Manager (rest_*.py);
+  Kubernetes Engine, Service Usage, Service Networking, Cloud Resource Manager and IAM (rest_*.py);
   status key `rest` maps gcloud's API names (compute, lustre, container, serviceusage,
-  servicenetworking, cloudresourcemanager) to the CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> URL.
+  servicenetworking, cloudresourcemanager, iam) to the CLOUDSDK_API_ENDPOINT_OVERRIDES_<API> URL
+  (rltui's Endpoints.api_url reads it too).
 - A loopback HTTP proxy (proxy.py, status key `proxy`, gcloud's CLOUDSDK_PROXY_ADDRESS:PORT): it
   forwards absolute-form requests to the sandbox's own HTTP ports and terminates
   `CONNECT <api>.googleapis.com:443` for the APIs of `rest` with a certificate of the sandbox CA
@@ -32,6 +33,8 @@ Projects start strict, as Google makes them: only the default-enabled APIs are o
   ACTIVE account, as in Cloud Shell. API calls use the access-token file instead.
 - A toy KubeRay controller that starts a real Ray head when the head pod runs; it behaves as the
   KubeRay release `--kuberay-version` names (kuberay/versions.py; status key `kuberay_version`).
+  Its kubelet also serves GKE's metadata server to process pods on Workload Identity node pools,
+  one loopback port per pod (gke_metadata.py; no status key: each pod gets its address).
 
 It writes `daemon.json` (the endpoints) only once all of them answer; `rltui sandbox stop`
 sends SIGTERM, and the daemon stops its Ray heads by PID before it exits.

@@ -12,6 +12,11 @@ operation that recreates the pool's nodes) and UpdateCluster(desired_node_pool_i
 desired_node_version), which is the same upgrade by another road. Every cluster operation obeys
 GKE's one-at-a-time rule (see World._busy): FAILED_PRECONDITION with ErrorInfo reason
 CLUSTER_ALREADY_HAS_OPERATION in the status details (google-api-core exposes it as exc.reason).
+
+Who may: each method first asks iam_authz whether the call's bearer token (its `authorization`
+metadata, grpc_util.BEARER) holds the method's permission (iam_roles has GKE's table), else
+PERMISSION_DENIED `Required "<permission>" permission(s) for "<resource>".` with ErrorInfo reason
+IAM_PERMISSION_DENIED in the status details; the owner's token (or none) may do everything.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 import grpc
 from google.cloud import container_v1
 
-from rltui_sandbox.grpc_util import InvalidArgument, Unimplemented, add_service, parse_name
+from rltui_sandbox import iam_authz as authz
+from rltui_sandbox.grpc_util import BEARER, InvalidArgument, Unimplemented, add_service, parse_name
 from rltui_sandbox.world import World
 
 LOCATION = "projects/{project}/locations/{location}"
@@ -46,9 +52,38 @@ def _where(req: Any, template: str, field: str, legacy: dict[str, str]) -> dict[
     return parts
 
 
+def _resource(w: dict[str, str]) -> str:
+    """What a GKE refusal names: projects/P/locations/L[/clusters/C | /operations/O]."""
+    base = f"projects/{w['project']}/locations/{w['location']}"
+    if "cluster" in w:
+        return f"{base}/clusters/{w['cluster']}"
+    if "operation" in w:
+        return f"{base}/operations/{w['operation']}"
+    return base
+
+
 def add_container_service(server: grpc.aio.Server, world: World) -> None:
     def cluster_of(req: Any) -> dict[str, str]:
         return _where(req, CLUSTER, "name", LEGACY_CLUSTER)
+
+    def needs(permission: str, where: Any, fn: Any) -> Any:
+        def handler(req: Any) -> Any:
+            w = where(req)
+            authz.require(world, BEARER.get(), w["project"], permission, _resource(w))
+            return fn(req)
+        return handler
+
+    def location_of(req: Any) -> dict[str, str]:
+        return _where(req, LOCATION, "parent", PROJECT_ZONE)
+
+    def pool_of(req: Any) -> dict[str, str]:
+        return _where(req, NODE_POOL, "name", {**LEGACY_CLUSTER, "pool": "node_pool_id"})
+
+    def pool_parent_of(req: Any) -> dict[str, str]:
+        return _where(req, CLUSTER, "parent", LEGACY_CLUSTER)
+
+    def operation_of(req: Any) -> dict[str, str]:
+        return _where(req, OPERATION, "name", {**PROJECT_ZONE, "operation": "operation_id"})
 
     def list_clusters(req: container_v1.ListClustersRequest) -> container_v1.ListClustersResponse:
         w = _where(req, LOCATION, "parent", PROJECT_ZONE)
@@ -138,19 +173,26 @@ def add_container_service(server: grpc.aio.Server, world: World) -> None:
             operations=world.list_cluster_operations(w["project"], w["location"]))
 
     m = container_v1
+    get, update = "container.clusters.get", "container.clusters.update"
     add_service(server, "google.container.v1.ClusterManager", {
-        "ListClusters": (list_clusters, m.ListClustersRequest, m.ListClustersResponse),
-        "GetCluster": (get_cluster, m.GetClusterRequest, m.Cluster),
-        "CreateCluster": (create_cluster, m.CreateClusterRequest, m.Operation),
-        "DeleteCluster": (delete_cluster, m.DeleteClusterRequest, m.Operation),
-        "UpdateCluster": (update_cluster, m.UpdateClusterRequest, m.Operation),
-        "SetAddonsConfig": (set_addons_config, m.SetAddonsConfigRequest, m.Operation),
-        "SetLabels": (set_labels, m.SetLabelsRequest, m.Operation),
-        "UpdateNodePool": (update_node_pool, m.UpdateNodePoolRequest, m.Operation),
-        "CreateNodePool": (create_node_pool, m.CreateNodePoolRequest, m.Operation),
-        "DeleteNodePool": (delete_node_pool, m.DeleteNodePoolRequest, m.Operation),
-        "ListNodePools": (list_node_pools, m.ListNodePoolsRequest, m.ListNodePoolsResponse),
-        "GetNodePool": (get_node_pool, m.GetNodePoolRequest, m.NodePool),
-        "GetOperation": (get_operation, m.GetOperationRequest, m.Operation),
-        "ListOperations": (list_operations, m.ListOperationsRequest, m.ListOperationsResponse),
+        "ListClusters": (needs("container.clusters.list", location_of, list_clusters), m.ListClustersRequest,
+                         m.ListClustersResponse),
+        "GetCluster": (needs(get, cluster_of, get_cluster), m.GetClusterRequest, m.Cluster),
+        "CreateCluster": (needs("container.clusters.create", location_of, create_cluster), m.CreateClusterRequest,
+                          m.Operation),
+        "DeleteCluster": (needs("container.clusters.delete", cluster_of, delete_cluster), m.DeleteClusterRequest,
+                          m.Operation),
+        "UpdateCluster": (needs(update, cluster_of, update_cluster), m.UpdateClusterRequest, m.Operation),
+        "SetAddonsConfig": (needs(update, cluster_of, set_addons_config), m.SetAddonsConfigRequest, m.Operation),
+        "SetLabels": (needs(update, cluster_of, set_labels), m.SetLabelsRequest, m.Operation),
+        "UpdateNodePool": (needs(update, pool_of, update_node_pool), m.UpdateNodePoolRequest, m.Operation),
+        "CreateNodePool": (needs(update, pool_parent_of, create_node_pool), m.CreateNodePoolRequest, m.Operation),
+        "DeleteNodePool": (needs(update, pool_of, delete_node_pool), m.DeleteNodePoolRequest, m.Operation),
+        "ListNodePools": (needs(get, pool_parent_of, list_node_pools), m.ListNodePoolsRequest,
+                          m.ListNodePoolsResponse),
+        "GetNodePool": (needs(get, pool_of, get_node_pool), m.GetNodePoolRequest, m.NodePool),
+        "GetOperation": (needs("container.operations.get", operation_of, get_operation), m.GetOperationRequest,
+                         m.Operation),
+        "ListOperations": (needs("container.operations.list", location_of, list_operations),
+                           m.ListOperationsRequest, m.ListOperationsResponse),
     }, world.faults)

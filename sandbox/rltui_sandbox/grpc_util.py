@@ -10,6 +10,7 @@ here and the fake gcloud/xpk executables later (which print the message and exit
 from __future__ import annotations
 
 import base64
+import contextvars
 import inspect
 import re
 import weakref
@@ -106,6 +107,18 @@ def _serializer(cls: type) -> Callable[[Any], bytes]:
     return cls.serialize if hasattr(cls, "pb") else cls.SerializeToString
 
 
+# The bearer token of the call a handler serves (None without one): the `authorization` metadata
+# the Google clients send; iam_authz maps it to a principal.
+BEARER: contextvars.ContextVar[str | None] = contextvars.ContextVar("rltui_sandbox_bearer", default=None)
+
+
+def _bearer_of(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str) and value[:7].lower() == "bearer ":
+            return value[7:].strip() or None
+    return None
+
+
 # (service full name, request) -> None, or raises a CloudError (e.g. the API is disabled).
 Gate = Callable[[str, Any], None]
 _GUARDS: "weakref.WeakKeyDictionary[Any, tuple[Gate | None, Record | None]]" = weakref.WeakKeyDictionary()
@@ -133,6 +146,7 @@ def _wrap(channel: str, fn: Handler, faults: Faults | None, record: "Record | No
         if faults is not None and faults.hit(channel):
             code = faults.choice(channel, TRANSIENT_CODES)
             await context.abort(code, f"sandbox fault injection: {channel} answered {code.name}; retry")
+        token = BEARER.set(_bearer_of(context))
         try:
             with Record.acting_as(_agent_of(context)):
                 if gate is not None:
@@ -146,6 +160,8 @@ def _wrap(channel: str, fn: Handler, faults: Faults | None, record: "Record | No
             if exc.reason:
                 metadata = (("grpc-status-details-bin", exc.status_proto().SerializeToString()),)
             await context.abort(exc.status_code, exc.message, metadata)
+        finally:
+            BEARER.reset(token)
 
     return handler
 

@@ -348,3 +348,24 @@ def preempt(status: Status, node: str | None = None, head: bool = False, hard: b
                 f" {result.get('returns_in_s', '?')} s")
     return f"preempted node {result.get('node')} ({pods}): its pods were shut down; it comes back in about" \
            f" {result.get('returns_in_s', '?')} s"
+
+
+def stall(status: Status, job: str | None = None) -> str:
+    """Freeze the driver of the one RUNNING job (or `job`) with SIGSTOP, touching no pod
+    (kuberay/stall.py); returns what happened, in one line."""
+    body = json.dumps({"job": job} if job else {}).encode()
+    req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/stall", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            result = json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail).get("message", detail)
+        except ValueError:
+            pass
+        raise SandboxError(detail.strip() or f"stall failed: HTTP {exc.code}") from None
+    except OSError as exc:
+        raise SandboxError(f"the sandbox did not answer: {exc}") from None
+    return str(result.get("message") or f"froze the driver of job {result.get('job')} (pid {result.get('pid')})")

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from rltui_sandbox.rest_container import container_app
+from rltui_sandbox.rest_iam import iam_app
 from rltui_sandbox.rest_lustre import lustre_app
 from rltui_sandbox.rest_resourcemanager import resourcemanager_app
 from rltui_sandbox.rest_servicenetworking import servicenetworking_app
@@ -22,5 +23,6 @@ def rest_apps() -> dict[str, Callable[..., web.Application]]:
     apps: dict[str, Callable[..., Any]] = {
         "lustre": lustre_app, "container": container_app, "serviceusage": serviceusage_app,
         "servicenetworking": servicenetworking_app, "cloudresourcemanager": resourcemanager_app,
+        "iam": iam_app,  # IAM v1 service accounts and their policies (rest_iam.py)
     }
     return apps

@@ -32,6 +32,12 @@ GKE's one-operation-at-a-time rule and the addon/node-pool state machines are th
 the API gate is container.googleapis.com. Refusals carry the older `errors[]` beside status and
 details, with the reason words GKE's REST errors were seen with (failedPrecondition for a busy
 cluster, from which Terraform decides to retry: rest_util's module docstring has the sources).
+
+Who may: every method but getServerConfig first asks iam_authz whether the caller holds its
+permission (container.clusters.get for clusters and node pools read, container.clusters.update
+for any change, nodePools.create/delete included; iam_roles has the table and its source), so a
+pod's metadata-server token without the role gets 403 PERMISSION_DENIED, reason
+IAM_PERMISSION_DENIED, before anything is looked up; the owner's token may do everything.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from typing import Any
 from aiohttp import web
 from google.cloud import container_v1
 
+from rltui_sandbox import iam_authz as authz
 from rltui_sandbox import services as apis
 from rltui_sandbox.faults import Faults
 from rltui_sandbox.grpc_util import InvalidArgument, Unimplemented
@@ -79,8 +86,26 @@ def _semver(v: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-+]", v)[:3])
 
 
+def _resource(path: str, m: dict[str, str]) -> str:
+    """What a GKE refusal names: projects/P/{locations|zones}/L[/clusters/C | /operations/O]."""
+    base = f"projects/{m['project']}/{'zones' if '/zones/' in path else 'locations'}/{m['location']}"
+    if "cluster" in m:
+        return f"{base}/clusters/{m['cluster']}"
+    if "operation" in m:
+        return f"{base}/operations/{m['operation']}"
+    return base
+
+
 def container_app(world: World, *, record: Record | None = None, faults: Faults | None = None) -> web.Application:
     api = RestApi("container", apis.CONTAINER, world, record=record, faults=faults, legacy_errors=True)
+
+    def needs(permission: str, fn: Any) -> Any:
+        async def handler(request: web.Request, m: dict[str, str]) -> Any:
+            authz.require(world, authz.bearer(request), m["project"], permission, _resource(request.path, m))
+            return await fn(request, m)
+        return handler
+
+    get, update = "container.clusters.get", "container.clusters.update"
 
     def cluster_id(m: dict[str, str]) -> str:
         return m["cluster"]
@@ -166,27 +191,36 @@ def container_app(world: World, *, record: Record | None = None, faults: Faults 
     for version in ("v1", "v1beta1"):
         loc, zone = f"/{version}{LOC[3:]}", f"/{version}{ZONE[3:]}"
         for base, scope in ((loc, "locations"), (zone, "zones")):
-            api.route("GET", base + "/clusters", f"{scope}.clusters.list", clusters_list)
-            api.route("GET", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.get", clusters_get)
-            api.route("PUT", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.update", clusters_update)
-            api.route("DELETE", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.delete", clusters_delete)
-            api.route("GET", base + "/operations", f"{scope}.operations.list", ops_list)
-            api.route("GET", base + "/operations/{operation}", f"{scope}.operations.get", ops_get)
+            api.route("GET", base + "/clusters", f"{scope}.clusters.list",
+                      needs("container.clusters.list", clusters_list))
+            api.route("GET", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.get", needs(get, clusters_get))
+            api.route("PUT", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.update",
+                      needs(update, clusters_update))
+            api.route("DELETE", base + "/clusters/{cluster:[^/:]+}", f"{scope}.clusters.delete",
+                      needs("container.clusters.delete", clusters_delete))
+            api.route("GET", base + "/operations", f"{scope}.operations.list",
+                      needs("container.operations.list", ops_list))
+            api.route("GET", base + "/operations/{operation}", f"{scope}.operations.get",
+                      needs("container.operations.get", ops_get))
         api.route("GET", loc + "/serverConfig", "locations.getServerConfig", server_config)
         api.route("GET", zone + "/serverconfig", "zones.getServerconfig", server_config)
         api.route("POST", loc + "/clusters/{cluster:[^/:]+}:setAddons", "locations.clusters.setAddons",
-                  clusters_set_addons)
-        api.route("POST", zone + "/clusters/{cluster:[^/:]+}/addons", "zones.clusters.addons", clusters_set_addons)
-        api.route("GET", loc + "/clusters/{cluster}/nodePools", "locations.clusters.nodePools.list", pools_list)
+                  needs(update, clusters_set_addons))
+        api.route("POST", zone + "/clusters/{cluster:[^/:]+}/addons", "zones.clusters.addons",
+                  needs(update, clusters_set_addons))
+        api.route("GET", loc + "/clusters/{cluster}/nodePools", "locations.clusters.nodePools.list",
+                  needs(get, pools_list))
         api.route("GET", loc + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.get",
-                  pools_get)
+                  needs(get, pools_get))
         api.route("PUT", loc + "/clusters/{cluster}/nodePools/{pool}", "locations.clusters.nodePools.update",
-                  pools_update)
-        api.route("GET", zone + "/clusters/{cluster}/nodePools", "zones.clusters.nodePools.list", pools_list)
-        api.route("GET", zone + "/clusters/{cluster}/nodePools/{pool}", "zones.clusters.nodePools.get", pools_get)
+                  needs(update, pools_update))
+        api.route("GET", zone + "/clusters/{cluster}/nodePools", "zones.clusters.nodePools.list",
+                  needs(get, pools_list))
+        api.route("GET", zone + "/clusters/{cluster}/nodePools/{pool}", "zones.clusters.nodePools.get",
+                  needs(get, pools_get))
         for base, scope in ((loc, "locations"), (zone, "zones")):
             api.route("POST", base + "/clusters/{cluster}/nodePools", f"{scope}.clusters.nodePools.create",
-                      pools_create)
+                      needs(update, pools_create))
             api.route("DELETE", base + "/clusters/{cluster}/nodePools/{pool}", f"{scope}.clusters.nodePools.delete",
-                      pools_delete)
+                      needs(update, pools_delete))
     return api.app

@@ -31,7 +31,18 @@ servicenetworking.services.addPeering, ...). Another name is refused 400 INVALID
 a misspelt permission in rltui's list fails here instead of reading as "missing" forever. The real
 API knows every permission of every service: that it refuses one that does not exist, and its
 wording, are NOT verified (a permission that does not apply to a project is refused 400 Bad
-Request: googleapis/google-cloud-java 722).
+Request: googleapis/google-cloud-java 722). A caller holding a token of GKE's metadata server
+holds what its roles grant instead (iam_authz; the --deny list is the owner's).
+
+The project's allow policy (cloud.google.com/resource-manager/reference/rest/v1/projects/
+getIamPolicy, setIamPolicy; sandbox/SOURCES.md#iam-policy-etag): `POST v1/projects/{resource}:
+getIamPolicy` with `{"options": {"requestedPolicyVersion": N}}` and `POST ...:setIamPolicy` with
+`{"policy": {...}, "updateMask"?}`, answering the Policy; a stale etag is 409 ABORTED. The World
+keeps it (world_iam: a new project's creator, the sandbox's own account, is its owner). A caller
+with a metadata-server token needs resourcemanager.projects.getIamPolicy / setIamPolicy, else
+403 "The caller does not have permission". Counted as `cloudresourcemanager:projects.getIamPolicy`
+and `...setIamPolicy`; not gated, like projects.get. Refusals carry `errors[]` beside status
+("..., forbidden", "..., aborted" as terraform prints them; rest_util).
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from typing import Any
 
 from aiohttp import web
 
+from rltui_sandbox import iam_authz as authz
 from rltui_sandbox.faults import Faults
 from rltui_sandbox.grpc_util import InvalidArgument
 from rltui_sandbox.record import Record
@@ -85,7 +97,7 @@ def project_json(project: str) -> dict[str, Any]:
 
 def resourcemanager_app(world: World, *, record: Record | None = None,
                         faults: Faults | None = None) -> web.Application:
-    api = RestApi("cloudresourcemanager", None, world, record=record, faults=faults)
+    api = RestApi("cloudresourcemanager", None, world, record=record, faults=faults, legacy_errors=True)
 
     async def get(request: web.Request, m: dict[str, str]) -> Any:
         return project_json(m["project"])
@@ -97,10 +109,31 @@ def resourcemanager_app(world: World, *, record: Record | None = None,
         unknown = sorted(p for p in asked if p not in KNOWN_PERMISSIONS)
         if unknown:   # the wording is the sandbox's (see the module docstring)
             raise InvalidArgument(f"Permission {unknown[0]} is not valid.")
-        held = [p for p in asked if p not in world.denied_permissions]
+        principal = authz.caller(world, authz.bearer(request))
+        if principal is None:
+            held = [p for p in asked if p not in world.denied_permissions]
+        else:
+            granted = world.project_permissions(m["project"], principal)
+            held = [p for p in asked if p in granted]
         return {"permissions": held} if held else {}
+
+    async def get_policy(request: web.Request, m: dict[str, str]) -> Any:
+        authz.require(world, authz.bearer(request), m["project"], "resourcemanager.projects.getIamPolicy",
+                      f"projects/{m['project']}", authz.crm_denied)
+        options = (await body_of(request)).get("options") or {}
+        version = options.get("requestedPolicyVersion", 0) if isinstance(options, dict) else 0
+        if not isinstance(version, int):
+            raise InvalidArgument(f"Invalid value at 'options.requested_policy_version' (TYPE_INT32), {version!r}")
+        return world.get_project_policy(m["project"], version)
+
+    async def set_policy(request: web.Request, m: dict[str, str]) -> Any:
+        authz.require(world, authz.bearer(request), m["project"], "resourcemanager.projects.setIamPolicy",
+                      f"projects/{m['project']}", authz.crm_denied)
+        return world.set_project_policy(m["project"], (await body_of(request)).get("policy"))
 
     api.route("GET", "/v1/projects/{project:[^/:]+}", "projects.get", get, gate=False)
     api.route("POST", "/v1/projects/{project:[^/:]+}:testIamPermissions", "projects.testIamPermissions",
               test_permissions, gate=False)
+    api.route("POST", "/v1/projects/{project:[^/:]+}:getIamPolicy", "projects.getIamPolicy", get_policy, gate=False)
+    api.route("POST", "/v1/projects/{project:[^/:]+}:setIamPolicy", "projects.setIamPolicy", set_policy, gate=False)
     return api.app

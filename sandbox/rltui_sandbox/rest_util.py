@@ -5,7 +5,9 @@ API, each on its own loopback port, because their paths collide (lustre and cont
 `/v1/operations/*`) and gcloud's `CLOUDSDK_API_ENDPOINT_OVERRIDES_<API>` for these APIs is the
 host root (SOURCES.md#real-gcloud-offline).
 
-- Authorization: any `Bearer` token, or none, is accepted (the sandbox has no identities).
+- Authorization: any `Bearer` token, or none, is the project owner's, except a token GKE's metadata
+  server issued, which stands for its principal: the GKE, IAM and Resource Manager surfaces check
+  its roles (iam_authz).
 - Errors are Google's JSON error (AIP-193, https://cloud.google.com/apis/design/errors#http_mapping):
   `{"error": {"code": <HTTP>, "message", "status": <google.rpc code name>, "details":
   [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason", "domain", "metadata"}]}}`,
@@ -21,8 +23,12 @@ host root (SOURCES.md#real-gcloud-offline).
   (terraform-provider-google 7851), alreadyExists (terraform-google-modules/
   terraform-google-kubernetes-engine 367), badRequest for INVALID_ARGUMENT (GoogleCloudPlatform/
   ai-on-gke 820, terraform-google-kubernetes-engine 2016, rancher/rancher 12720), accessNotConfigured
-  for a disabled API (banzaicloud/cloudinfo 378, GoogleCloudPlatform/k8s-config-connector 492).
-  Any other code gets the lowerCamel of its name (permissionDenied, unavailable, ...): not verified.
+  for a disabled API (banzaicloud/cloudinfo 378, GoogleCloudPlatform/k8s-config-connector 492),
+  forbidden for any other PERMISSION_DENIED (GKE's IAM refusal, "Error 403: Required
+  \"container.clusters.get\" permission(s) for ..., forbidden", 2i2c-org/infrastructure 488; IAM and
+  Resource Manager alike, GoogleCloudPlatform/k8s-config-connector 273), aborted for IAM's stale etag
+  (openshift/installer's "Error 409: There were concurrent policy changes. ..., aborted").
+  Any other code gets the lowerCamel of its name (unavailable, ...): not verified.
 - The API gate: `world.require_service(project, api)` before any handler runs, so a disabled API
   is refused 403 PERMISSION_DENIED / SERVICE_DISABLED, as the gRPC and Compute surfaces do.
 - Each handler runs as its caller: operations it starts record the request's User-Agent (and
@@ -65,7 +71,7 @@ class _Unavailable(CloudError):
 # google.rpc code name -> the errors[].reason GKE's REST errors were seen with (sources above).
 LEGACY_REASONS = {
     "FAILED_PRECONDITION": "failedPrecondition", "NOT_FOUND": "notFound", "ALREADY_EXISTS": "alreadyExists",
-    "INVALID_ARGUMENT": "badRequest",
+    "INVALID_ARGUMENT": "badRequest", "PERMISSION_DENIED": "forbidden",
 }
 
 

@@ -32,6 +32,8 @@ Where each service lives (World mixes them together; one object, one state, one 
   world_gke_pools  GKE node pools, the GPU quota's late failure, node recreation
   world_xpk        xpk's cluster create/delete phases and its blueprint's names, pools and labels
   world_lustre     Managed Lustre instances, their late failures and states, google.longrunning ops
+  world_iam        IAM service accounts, allow policies (the project's too), Workload Identity, the
+                   metadata server's access tokens
 This module keeps World's construction, persistence, deadlines, waiting, events and projects, and
 re-exports the names importers use (`from rltui_sandbox.world import World, Network, ...`).
 """
@@ -54,6 +56,7 @@ from rltui_sandbox.profile import Clock
 from rltui_sandbox.record import Record
 from rltui_sandbox.world_gke import GkeClusterMixin
 from rltui_sandbox.world_gke_pools import GkeNodePoolMixin
+from rltui_sandbox.world_iam import IamMixin
 from rltui_sandbox.world_lustre import LustreMixin
 from rltui_sandbox.world_model import WorldEvent, _Due, _Project, _project_from_json, _project_to_json
 from rltui_sandbox.world_network import NetworkMixin, _add_default_network
@@ -90,7 +93,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class World(NetworkMixin, RouterMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, XpkMixin, LustreMixin):
+class World(NetworkMixin, RouterMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, XpkMixin, LustreMixin,
+            IamMixin):
     """The emulated projects; see the module docstring."""
 
     def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None, *,

@@ -186,6 +186,8 @@ class _Project:
     # connection a while longer (terraform-provider-google #19908,
     # SOURCES.md#servicenetworking-peering-delete).
     producer_released: dict[str, float] = field(default_factory=dict)
+    # IAM (world_iam): service accounts, allow policies, Workload Identity pools; plain JSON.
+    iam: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -236,6 +238,7 @@ def _project_to_json(p: _Project) -> dict[str, Any]:
         "compute_ops": list(p.compute_ops.values()),
         "default_network_made": p.default_network_made,
         "producer_released": p.producer_released,
+        "iam": p.iam,
     }
 
 
@@ -267,4 +270,5 @@ def _project_from_json(pid: str, d: dict[str, Any]) -> _Project:
     # Written since Cluster Toolkit's routers and NAT IPs (older files have none).
     p.regional_addresses = {f"{a['region']}/{a['name']}": RegionalAddress(**a) for a in d.get("regional_addresses", [])}
     p.routers = {f"{r['region']}/{r['name']}": Router(**r) for r in d.get("routers", [])}
+    p.iam = dict(d.get("iam", {}))  # written since world_iam (older files have none)
     return p

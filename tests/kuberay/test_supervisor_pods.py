@@ -444,3 +444,70 @@ def test_a_pod_naming_a_missing_service_account_is_refused(core) -> None:
     assert refused.value.status == 403
     assert json.loads(refused.value.body)["message"] == ('pods "x-" is forbidden: error looking up service account '
                                                          'default/ghost: serviceaccount "ghost" not found')
+
+
+# ---- Secret volumes of a process pod (the supervisor's NOTIFY_WEBHOOK) -----------------------------
+
+READ_SECRET = r'''
+import os, sys, time
+path = os.environ["NOTIFY_FILE"]
+folder = os.path.dirname(path)
+print("ls", sorted(n for n in os.listdir(folder) if not n.startswith("..")) if os.path.isdir(folder) else None,
+      flush=True)
+print("read", open(path).read() if os.path.exists(path) else None, flush=True)
+while True:
+    time.sleep(1)
+'''
+
+
+def _secret_pod(core, name: str, volume: dict) -> None:
+    core.create_namespaced_config_map("default", {"metadata": {"name": f"{name}-code"},
+                                                  "data": {"read.py": READ_SECRET}})
+    core.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
+        "tolerations": SYSTEM, "containers": [{
+            "name": "c", "image": "rayproject/ray:2.46.0", "command": ["python", "-u", "/code/read.py"],
+            "env": [{"name": "NOTIFY_FILE", "value": "/var/run/secrets/rltui-notify/NOTIFY_WEBHOOK"}],
+            "volumeMounts": [{"name": "code", "mountPath": "/code"},
+                             {"name": "notify", "mountPath": "/var/run/secrets/rltui-notify", "readOnly": True}]}],
+        "volumes": [{"name": "code", "configMap": {"name": f"{name}-code"}}, {"name": "notify", "secret": volume}]}})
+
+
+def _pod_lines(box, name: str, tools) -> list[str]:
+    return tools.wait_for(lambda: (out := kubectl(box, "logs", name).stdout).count("\n") >= 2
+                          and out.splitlines(), 15, f"{name}'s two lines")
+
+
+def test_a_process_pod_gets_its_secret_volume_with_only_the_items_named(box, core, tools) -> None:
+    """The supervisor reads NOTIFY_WEBHOOK from a Secret file: projected for a process pod as the
+    kubelet projects it (`items`: that key alone), the env's path rewritten to the pod's folder."""
+    core.create_namespaced_secret("default", {"metadata": {"name": "notify"}, "stringData": {
+        "NOTIFY_WEBHOOK": "https://hooks.example.com/x", "OTHER": "not mounted"}})
+    _secret_pod(core, "reads-secret", {"secretName": "notify", "optional": True,
+                                       "items": [{"key": "NOTIFY_WEBHOOK", "path": "NOTIFY_WEBHOOK"}]})
+    assert _pod_lines(box, "reads-secret", tools) == ["ls ['NOTIFY_WEBHOOK']", "read https://hooks.example.com/x"]
+    # optional, and no such Secret: the pod runs with an empty folder (no NOTIFY_WEBHOOK: no posts).
+    _secret_pod(core, "no-secret", {"secretName": "absent", "optional": True,
+                                    "items": [{"key": "NOTIFY_WEBHOOK", "path": "NOTIFY_WEBHOOK"}]})
+    assert _pod_lines(box, "no-secret", tools)[1] == "read None"
+    for name in ("reads-secret", "no-secret"):
+        core.delete_namespaced_pod(name, "default")
+
+
+def test_a_secret_volume_that_cannot_be_set_up_keeps_the_pod_creating(box, core, tools) -> None:
+    """Not optional: a missing Secret, or a key `items` names that it lacks, is the kubelet's
+    FailedMount, and the container never starts."""
+    _secret_pod(core, "needs-secret", {"secretName": "nowhere"})
+    _secret_pod(core, "needs-key", {"secretName": "notify", "items": [{"key": "MISSING", "path": "x"}]})
+    for name, says in (("needs-secret", 'MountVolume.SetUp failed for volume "notify" : secret "nowhere" not found'),
+                       ("needs-key", 'MountVolume.SetUp failed for volume "notify" : references non-existent '
+                                     "secret key: MISSING")):
+        tools.wait_for(lambda n=name, s=says: any(e.reason == "FailedMount" and e.message == s
+                                                  for e in tools.events_for(core, n)), 10, f"{name}'s FailedMount")
+        pod = core.read_namespaced_pod(name, "default")
+        assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+        assert kubectl(box, "logs", name).stdout == ""
+    core.create_namespaced_secret("default", {"metadata": {"name": "nowhere"}, "stringData": {"k": "v"}})
+    tools.wait_for(lambda: core.read_namespaced_pod("needs-secret", "default").status.phase == "Running", 15,
+                   "the pod to start once its Secret exists")
+    for name in ("needs-secret", "needs-key"):
+        core.delete_namespaced_pod(name, "default")

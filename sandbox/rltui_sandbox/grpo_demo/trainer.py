@@ -11,7 +11,7 @@ from typing import Any, ContextManager
 
 import numpy as np
 
-from . import report, task
+from . import driver, report, task
 from .checkpoint import MIB, CheckpointManager
 from .cluster import ClusterWatch
 from .config import ConfigError
@@ -98,6 +98,7 @@ class GRPOTrainer:
                 self.ckpt_cfg.get("metric_name"), bool(self.ckpt_cfg.get("higher_is_better", True)))
             self.checkpointer.remove_incomplete()
             resume_from = self.checkpointer.latest()
+        driver.connect()  # where NeMo-RL's main calls init_ray, after these lines (driver.py)
 
         out("\n▶ Setting up data...")
         name = str(self.config["data"].get("dataset_name") or "DeepScaler")

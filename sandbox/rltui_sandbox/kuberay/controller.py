@@ -1,7 +1,8 @@
 """KubeRayController: the one object that plays every role of this package on the daemon's event
 loop (scheduler, kubelet, Ray head pods and process pods, operator, the Deployment and ReplicaSet
 controllers; GKE's nodes through GkeNodes), fed by the
-KubeStore's watches and the World's events, and `POST /_sandbox/preempt` for Spot preemption."""
+KubeStore's watches and the World's events, and the fault routes: `POST /_sandbox/preempt` for
+Spot preemption, `POST /_sandbox/stall` for a job whose driver hangs (stall.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from rltui_sandbox.kuberay.procpods import ProcessPods
 from rltui_sandbox.kuberay.pods import _meta
 from rltui_sandbox.kuberay.preemption import Preemption
 from rltui_sandbox.kuberay.scheduler import Scheduler
+from rltui_sandbox.kuberay.stall import stall
 from rltui_sandbox.kuberay.versions import KubeRay
 from rltui_sandbox.kuberay.volumes import VolumeManager
 from rltui_sandbox.nemo_rl_tree import install_fake_nemo_rl, write_uv_shim
@@ -202,7 +204,8 @@ class KubeRayController(Operator, Deployments, Preemption, ProcessPods, HeadPods
 def add_preempt_route(app: web.Application, controller: KubeRayController) -> None:
     """`POST /_sandbox/preempt` {"node": optional name} or {"head": true} (the node of the Ray head
     pod), and "hard": true for a preemption without a graceful shutdown (preemption.py) -> what
-    was preempted (404: no such GPU node; 400: --hard on the head's node).
+    was preempted (404: no such GPU node; 400: --hard on the head's node). Also `POST
+    /_sandbox/stall` (stall.py), which `rltui sandbox stall` posts to.
     Call before the app starts; `rltui sandbox preempt` posts here."""
 
     async def preempt(request: web.Request) -> web.Response:
@@ -229,3 +232,24 @@ def add_preempt_route(app: web.Application, controller: KubeRayController) -> No
             return web.json_response({"message": str(exc.args[0])}, status=400)
 
     app.router.add_post("/_sandbox/preempt", preempt)
+
+    async def stall_job(request: web.Request) -> web.Response:
+        """`POST /_sandbox/stall` {"job": optional submission id} -> the job and the driver PID
+        frozen (404: no such job or driver; 400: not running, or more than one running)."""
+        body: Any = {}
+        if request.can_read_body:
+            try:
+                body = await request.json()
+            except ValueError:
+                return web.json_response({"message": 'the body must be JSON like {"job": "ID"}'}, status=400)
+        job = body.get("job") if isinstance(body, dict) else None
+        if job is not None and not isinstance(job, str):
+            return web.json_response({"message": "job must be a submission id (a string)"}, status=400)
+        try:
+            return web.json_response(await stall(list(controller._heads.values()), job or None))
+        except LookupError as exc:
+            return web.json_response({"message": str(exc.args[0])}, status=404)
+        except ValueError as exc:
+            return web.json_response({"message": str(exc.args[0])}, status=400)
+
+    app.router.add_post("/_sandbox/stall", stall_job)

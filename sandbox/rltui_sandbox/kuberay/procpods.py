@@ -26,9 +26,16 @@ What the kubelet does first, and how the sandbox does it:
   of mode defaultMode (0644) in a per-pod folder `<state_dir>/pods/<pod uid>/volumes/<volume>`;
   emptyDir volumes an empty folder there; a missing ConfigMap keeps the pod ContainerCreating
   with FailedMount `MountVolume.SetUp failed for volume "<v>" : configmap "<cm>" not found`, as
-  the kubelet words it. Paths in command/args/workingDir under a mountPath are rewritten to
-  that folder (a process cannot see /opt/rltui). Later ConfigMap changes are not synced into a
-  running container (the real kubelet syncs them within about a minute).
+  the kubelet words it. Paths in command/args/workingDir and in the container's env values under
+  a mountPath are rewritten to that folder (a process cannot see /opt/rltui). Later ConfigMap
+  changes are not synced into a running container (the real kubelet syncs them within about a
+  minute).
+- Secret volumes: projected and kept current as secretvolumes.py does for the Ray pods (each key,
+  or each `items` entry, a file; `optional`; updated at the kubelet's periodic sync); a Secret
+  that does not exist, or a key `items` names that it lacks, keeps the pod ContainerCreating with
+  FailedMount `MountVolume.SetUp failed for volume "<v>" : secret "<s>" not found` (or
+  `references non-existent secret key: <key>`), unless the volume is optional
+  (secretvolumes.mount_problem says where these come from).
 - the ServiceAccount token volume (kube-api-access-*, mounted by the real admission plugin at
   /var/run/secrets/kubernetes.io/serviceaccount): `token` (minted through the TokenRequest
   path, bound to the pod: kube/serviceaccounts.py), `ca.crt` (the CA of the sandbox's HTTPS
@@ -40,7 +47,10 @@ What the kubelet does first, and how the sandbox does it:
   pointing at the HTTPS API the GKE cluster's endpoint names), HOSTNAME (the pod name), HOME
   (a per-pod folder), PATH, then the container's env as the kubelet resolves it (values,
   fieldRef, secretKeyRef), where a value naming a Service is rewritten to a local forwarder
-  (svcproxy.py: the sandbox's one difference from a cluster, addresses).
+  (svcproxy.py: the sandbox's one difference from a cluster, addresses). On a node whose pool
+  runs the GKE metadata server (Workload Identity), GCE_METADATA_HOST and GCE_METADATA_IP name
+  the pod's own address of the sandbox's GKE metadata server (gke_metadata.py says why), before
+  the container's env (which may set them itself).
 Lifecycle, as the kubelet's: Running and Ready once started (no probes are run); an exit is a
 container restart (restartCount+1, lastState.terminated with the exit code; the first restart at
 once, then CrashLoopBackOff back-off 10 s doubling to 5 min, reset after 10 min of running - the
@@ -67,10 +77,12 @@ from pathlib import Path
 
 from rltui_sandbox import images
 from rltui_sandbox import nodes as gke
+from rltui_sandbox.gke_metadata import GkeMetadataServer
 from rltui_sandbox.kube import serviceaccounts
 from rltui_sandbox.kube.errors import KubeError
 from rltui_sandbox.kube.store import now
 from rltui_sandbox.kuberay.pods import BACKOFF_RESET_S, _meta, _pod_status, restart_backoff_s
+from rltui_sandbox.kuberay.secretvolumes import SecretVolumes, mount_problem
 from rltui_sandbox.kuberay.svcproxy import ServiceAddresses
 from rltui_sandbox.kuberay.templates import _is_head
 
@@ -124,31 +136,38 @@ class ProcessPods:
         self._proc_grace: dict[str, float] = {}
         self._proc_stops: dict[str, asyncio.Task] = {}
         self.addresses = ServiceAddresses(self.store)
+        self.metadata = GkeMetadataServer(self.world, self.store)  # Workload Identity's server
 
     def _pod_dir(self, uid: str) -> Path:
         return (self.state_dir / "pods" / uid).absolute()
 
     # ---- volumes --------------------------------------------------------------------------------
 
-    def _missing_configmap(self, pod: dict) -> tuple[str, str] | None:
+    def _missing_source(self, pod: dict) -> tuple[str, str] | None:
+        """(volume, what the kubelet says) for the first ConfigMap or Secret volume it cannot set up."""
         ns = _meta(pod)["namespace"]
         for vol in (pod.get("spec") or {}).get("volumes") or []:
-            ref = vol.get("configMap")
+            ref, secret = vol.get("configMap"), vol.get("secret")
+            if isinstance(secret, dict):
+                found = self.store.list_sync("secrets", ns, field_selector=f"metadata.name={secret.get('secretName')}")
+                problem = mount_problem(found[0] if found else None, secret)
+                if problem:
+                    return vol["name"], problem
             if not isinstance(ref, dict) or ref.get("optional"):
                 continue
             if not self.store.list_sync("configmaps", ns, field_selector=f"metadata.name={ref.get('name')}"):
-                return vol["name"], ref.get("name", "")
+                return vol["name"], f'configmap "{ref.get("name", "")}" not found'
         return None
 
     async def _mount_configmaps(self, uid: str, ns: str, name: str, node_name: str) -> None:
-        """Wait for the pod's ConfigMaps (FailedMount while one is missing)."""
+        """Wait for the pod's ConfigMaps and Secrets (FailedMount while one cannot be mounted)."""
         while True:
             token = self._changed
             pod = await self._pod(uid, ns, name)
-            missing = self._missing_configmap(pod)
+            missing = self._missing_source(pod)
             if missing is None:
                 return
-            message = f'MountVolume.SetUp failed for volume "{missing[0]}" : configmap "{missing[1]}" not found'
+            message = f'MountVolume.SetUp failed for volume "{missing[0]}" : {missing[1]}'
             await self._waiting(uid, ns, name, "ContainerCreating")
             await self._event(pod, "Warning", "FailedMount", message, "kubelet", node_name)
             await self._until_change(token)
@@ -216,25 +235,28 @@ class ProcessPods:
 
     # ---- the process ----------------------------------------------------------------------------
 
-    async def _process_env(self, pod: dict, container: dict, sa_dir: Path | None) -> dict[str, str]:
+    async def _process_env(self, pod: dict, container: dict, sa_dir: Path | None,
+                           mounts: dict[str, Path] | None = None) -> dict[str, str]:
         ns = _meta(pod)["namespace"]
         host, _, port = str(self.world.kube_endpoint).partition(":")
         home = self._pod_dir(_meta(pod)["uid"]) / "home"
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": _meta(pod)["name"], "HOME": str(home),
                "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port or "443"}
+        env.update(await self.metadata.env_for(pod, self._node((pod.get("spec") or {}).get("nodeName", ""))))
         for key, value in self._resolve_env(pod, container).items():
-            env[key] = await self.addresses.rewrite(value, ns)
+            env[key] = _rewrite_path(await self.addresses.rewrite(value, ns), mounts or {})
         if sa_dir is not None:
             env[SA_DIR_ENV] = str(sa_dir)
         return env
 
     async def _start_process(self, pod: dict, container: dict) -> asyncio.subprocess.Process:
         mounts = await asyncio.to_thread(self._materialize, pod, container)
+        mounts.update(SecretVolumes.of(self).mounts_for(pod, container))  # projected, then kept synced
         sa_dir = await asyncio.to_thread(self._service_account_dir, pod)
         if sa_dir is not None:
             mounts.setdefault(IN_CLUSTER_SA_DIR, sa_dir)
-        env = await self._process_env(pod, container, sa_dir)
+        env = await self._process_env(pod, container, sa_dir, mounts)
         python = images.for_image(str(container.get("image", ""))).python
         if not any(e.get("name") == "PATH" for e in container.get("env") or []):
             # The image's Python first on PATH, as its ENV PATH puts it (the container's own PATH wins).
@@ -418,8 +440,10 @@ class ProcessPods:
             uid, min(self._proc_grace.get(uid, 30.0), STOP_GRACE_CAP_S))) is not None]
         await asyncio.gather(*tasks, *self._proc_stops.values(), return_exceptions=True)
         await self.addresses.close()
+        await self.metadata.close()
 
     def _drop_pod_dir(self, uid: str) -> None:
+        self.metadata.release(uid)  # the pod is gone: so is its metadata server address
         folder = self._pod_dir(uid)
         if folder.is_relative_to(self.state_dir.absolute()) and folder.exists():
             shutil.rmtree(folder, ignore_errors=True)

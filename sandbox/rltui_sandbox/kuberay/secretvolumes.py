@@ -1,4 +1,5 @@
-"""Secret volumes of a head pod's container, as the kubelet projects them, kept current.
+"""Secret volumes of a container the sandbox runs (a head pod's Ray container, headpod.py; a process
+pod's script, procpods.py), as the kubelet projects them, kept current.
 
 What the kubelet does, and how the sandbox does it:
 - The secret volume plugin (kubernetes pkg/volume/secret/secret.go, SetUpAt and MakePayload):
@@ -8,7 +9,17 @@ What the kubelet does, and how the sandbox does it:
   `<state_dir>/pods/<pod uid>/volumes/<volume>` (beside procpods.py's ConfigMap volumes; the
   kubelet drops the pod's folder with the pod), named in the container's env as SECRETS_MOUNT
   (the run script's variable, rltui/manifests.py run_script), since a process cannot see the
-  mount path. A missing non-optional Secret (FailedMount) is not imitated here.
+  mount path; a process pod's paths under the mountPath are rewritten to it instead (procpods.py).
+  `optional` and `items` as the API reference's SecretVolumeSource has them (kubernetes.io/docs/
+  reference/kubernetes-api/config-and-storage-resources/volume/): optional "Specify whether the
+  Secret or its keys must be defined"; items: "If unspecified, each key-value pair in the Data
+  field of the referenced Secret will be projected into the volume as a file whose name is the
+  key and content is the value. If specified, the listed keys will be projected into the
+  specified paths, and unlisted keys will not be present. If a key is specified which is not
+  present in the Secret, the volume setup will error unless it is marked optional."
+  (pkg/volume/secret/secret.go MakePayload: "references non-existent secret key: <key>"). The
+  mount's failure for a missing Secret or key (`mount_problem`) holds a process pod in
+  ContainerCreating with FailedMount (procpods.py); for a head pod it is not imitated here.
 - The atomic writer (pkg/volume/util/atomic_writer.go): the files live in a timestamped folder
   `..<UTC date>.<random>`, `..data` is a symlink to it and each visible name a symlink to
   `..data/<name>`; an update writes a new folder and renames a new `..data` over the old one, so
@@ -62,6 +73,20 @@ def payload(secret: dict | None, source: dict) -> dict[str, tuple[bytes, int]]:
         return {key: (value, mode) for key, value in data.items()}
     return {str(i.get("path") or i["key"]): (data[i["key"]], int(i.get("mode", mode)) & 0o777)
             for i in items if i.get("key") in data}
+
+
+def mount_problem(secret: dict | None, source: dict) -> str | None:
+    """What the kubelet's secret volume plugin says when it cannot set up `source` (a volume's
+    `secret` member) from the Secret as stored (None: it does not exist), else None: the Secret
+    missing (the kubelet's watch-based cache answers NotFound for resource "secret"), or a key
+    `items` names that it lacks; neither when the volume is optional."""
+    if source.get("optional"):
+        return None
+    if secret is None:
+        return f'secret "{source.get("secretName", "")}" not found'
+    data = secret.get("data") or {}
+    missing = next((i["key"] for i in source.get("items") or [] if i.get("key") not in data), None)
+    return None if missing is None else f"references non-existent secret key: {missing}"
 
 
 def _current(folder: Path) -> dict[str, tuple[bytes, int]] | None:
@@ -158,9 +183,19 @@ class SecretVolumes:
     def env_for(self, pod: dict, container: dict) -> dict[str, str]:
         """Project the container's Secret volumes now and keep them synced; the env naming the
         first one's folder (empty when the container mounts none)."""
+        mounts = self._project(pod, container)
+        return {ENV_VAR: str(mounts[0][2])} if mounts else {}
+
+    def mounts_for(self, pod: dict, container: dict) -> dict[str, Path]:
+        """Project the container's Secret volumes now and keep them synced: mountPath -> folder
+        (a process pod's paths under a mountPath are rewritten to its folder)."""
+        paths = {str(m.get("name")): str(m.get("mountPath", "")).rstrip("/") for m in container.get("volumeMounts") or []}
+        return {paths[name]: folder for name, _source, folder in self._project(pod, container)}
+
+    def _project(self, pod: dict, container: dict) -> list[tuple[str, dict, Path]]:
         mounts = self._mounts(pod, container)
         if not mounts:
-            return {}
+            return []
         meta = _meta(pod)
         self._write(self._payloads(meta["namespace"], mounts))
         uid = meta["uid"]
@@ -170,7 +205,7 @@ class SecretVolumes:
                 task = self.ctl._spawn(self._keep(uid, meta["namespace"], meta["name"], mounts))
                 self._syncs[uid] = task
                 task.add_done_callback(lambda _t: self._syncs.pop(uid, None))
-        return {ENV_VAR: str(mounts[0][2])}
+        return mounts
 
     async def _keep(self, uid: str, ns: str, name: str, mounts: list[tuple[str, dict, Path]]) -> None:
         """The kubelet's periodic pod sync: each 60-90 profile seconds, the Secret as it is now."""

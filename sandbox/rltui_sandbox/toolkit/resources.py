@@ -7,7 +7,11 @@ The arguments are the modules' (blueprint.py has their sources). What the gke-cl
 of GKE at creation: an `initial_node_count = 1` default pool, which it removes right after, and
 its addons_config (gke-cluster main.tf): GCS FUSE on (xpk sets enable_gcsfuse_csi), persistent
 disk on (enable_persistent_disk_csi's default), Filestore, Parallelstore, the Ray operator and
-the Lustre CSI driver off (their defaults; xpk's a4 blueprint sets none of them).
+the Lustre CSI driver off (their defaults; xpk's a4 blueprint sets none of them). Workload
+Identity is on: the cluster's workload pool is `<project>.svc.id.goog` and both pools (the system
+pool, where rltui's supervisor runs, and the GPU pool) run the GKE metadata server (GKE_METADATA;
+the lines are cited where they are set). The default pool's node_config sets no mode; it is
+removed right after the create, and what GKE gives it meanwhile is not modelled.
 """
 
 from __future__ import annotations
@@ -141,7 +145,10 @@ class Cloud:
             name=p.cluster, network=f"{p.cluster}-net-0", subnetwork=f"{p.cluster}-sub-0", locations=[p.zone],
             resource_labels=dict(res.spec["labels"]), initial_node_count=1,
             node_config=container_v1.NodeConfig(machine_type="e2-medium", image_type="COS_CONTAINERD"),
-            addons_config=desired_addons(), initial_cluster_version=p.gke_version)
+            addons_config=desired_addons(), initial_cluster_version=p.gke_version,
+            # cluster-toolkit v1.94.0 modules/scheduler/gke-cluster/main.tf lines 246-248:
+            # workload_identity_config { workload_pool = "${var.project_id}.svc.id.goog" }.
+            workload_identity_config=container_v1.WorkloadIdentityConfig(workload_pool=f"{p.project}.svc.id.goog"))
         with self.world.record.acting_as(res.agent):
             return self.world.create_cluster(p.project, p.region, spec, seconds=seconds)
 
@@ -152,18 +159,22 @@ class Cloud:
 
     def create_pool(self, res: Res, seconds: float) -> container_v1.Operation:
         p, s = self.p, res.spec
+        # Both pools run the GKE metadata server: cluster-toolkit v1.94.0 gke-cluster main.tf lines
+        # 491-493 (system_node_pools) and gke-node-pool main.tf lines 244-246, each
+        # `workload_metadata_config { mode = "GKE_METADATA" }` ("Implied by Workload Identity").
+        metadata = container_v1.WorkloadMetadataConfig(mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)
         config = container_v1.NodeConfig(
             machine_type=s["machine_type"], image_type="COS_CONTAINERD", resource_labels=dict(s["labels"]),
             taints=[container_v1.NodeTaint(key=t["key"], value=t["value"],
                                            effect=getattr(container_v1.NodeTaint.Effect, t["effect"]))
-                    for t in s.get("taints") or []])
+                    for t in s.get("taints") or []], workload_metadata_config=metadata)
         if s.get("accelerator"):
             labels = {"cloud.google.com/gke-accelerator": s["accelerator"]}
             if s["spot"]:
                 labels["cloud.google.com/gke-spot"] = "true"
             config = container_v1.NodeConfig(
                 machine_type=s["machine_type"], spot=bool(s["spot"]), labels=labels, image_type="COS_CONTAINERD",
-                disk_type="hyperdisk-balanced", resource_labels=dict(s["labels"]),
+                disk_type="hyperdisk-balanced", resource_labels=dict(s["labels"]), workload_metadata_config=metadata,
                 accelerators=[container_v1.AcceleratorConfig(accelerator_count=int(s["accelerators_per_node"]),
                                                              accelerator_type=s["accelerator"])],
                 # GKE taints GPU nodes itself (nvidia.com/gpu=present:NoSchedule).
