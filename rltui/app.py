@@ -446,9 +446,9 @@ class RLTuiApp(App[None]):
 
     @work(exclusive=True, group="run", exit_on_error=False)
     async def poll_run(self) -> None:
-        """The supervisor's record of the run (attempts, RECOVERING, the newest recovery), until
-        it is final; polls never overlap. A job without a supervisor has no record to poll (its
-        status comes from the log follower), so nothing is asked for it."""
+        """The supervisor's record of the run (attempts, RECOVERING, the newest recovery, the
+        budget guard), until it is final and its guard idle; polls never overlap. A job without
+        a supervisor has no record to poll (its status comes from the log follower)."""
         if not self.live_session.last_job_supervised():
             return
         while True:
@@ -458,10 +458,12 @@ class RLTuiApp(App[None]):
                 self.bus.notice.publish(Notice("warning", "run", str(exc)[:300]))
                 summary = None
             if summary is not None and summary.get("attempts"):
-                self.bus.job_status.publish(JobStatusUpdate(summary["id"], summary["status"],
-                                                            recovery=summary.get("recovery") or ""))
-                if summary["status"] in SETTLED:
-                    return
+                guard = summary.get("guard") or {}
+                self.bus.job_status.publish(JobStatusUpdate(
+                    summary["id"], summary["status"], recovery=summary.get("recovery") or "",
+                    guard=guard.get("line") or "", guard_short=guard.get("short") or ""))
+                if summary["status"] in SETTLED and not guard.get("pending"):
+                    return  # nothing left to learn (a budget guard may still be at work)
             await asyncio.sleep(max(2.0, 30.0 * self.live_session.endpoints.time_scale))
 
     def _flush_logs(self, final: bool = False) -> None:

@@ -40,6 +40,20 @@ class Parser(argparse.ArgumentParser):
 
 # --- helpers ------------------------------------------------------------------------------------
 
+def usd(text: str) -> float:
+    """--max-cost's value: a positive amount of US dollars ("500", "412.50"); else argparse's
+    one-line error naming the flag (exit 2)."""
+    import math
+
+    try:
+        amount = float(text.strip().removeprefix("$").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD (e.g. --max-cost 500)") from None
+    if not math.isfinite(amount) or amount <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the budget must be more than 0 USD (e.g. --max-cost 500)")
+    return amount
+
+
 def _load_env(path: str) -> tuple[EnvFile, RLConfig]:
     """Read and validate env.sh; raise UsageError with one line per problem."""
     from .config import ConfigError, parse_config
@@ -60,7 +74,7 @@ def _load_env(path: str) -> tuple[EnvFile, RLConfig]:
 def _warn_mode(path: str, cfg: RLConfig) -> None:
     from .envfile import mode_problem
 
-    warning = mode_problem(path) if (cfg.hf_token or cfg.wandb_api_key) else None
+    warning = mode_problem(path) if (cfg.hf_token or cfg.wandb_api_key or cfg.notify_webhook) else None
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
 
@@ -79,6 +93,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{args.env}: OK: project {cfg.project_id}, cluster {cfg.cluster_name} in {cfg.zone}"
           f" ({cfg.num_nodes} x {cfg.device_type}), Lustre {cfg.lustre_instance_id}"
           f" {cfg.lustre_capacity} GiB on {cfg.network}; HF_TOKEN {token}")
+    return 0
+
+
+def cmd_notify(args: argparse.Namespace) -> int:
+    """`rltui notify --test`: one message to NOTIFY_WEBHOOK, posted from this machine now."""
+    from .notify import NotifyFailed, test_message
+
+    _, cfg = _load_env(args.env)
+    if cfg.notify_webhook is None:
+        raise UsageError(f"NOTIFY_WEBHOOK: not set in {args.env}: set it to a Slack or Google Chat incoming"
+                         " webhook's URL (https://...)")
+    try:
+        test_message(cfg)
+    except NotifyFailed as exc:
+        print(f"notify: {exc}", file=sys.stderr)
+        return 1
+    print("notify: posted a test message to NOTIFY_WEBHOOK")
     return 0
 
 
@@ -223,7 +254,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return _headless(args, lambda cfg, ep: headless.submit(cfg, ep, resume=args.resume,
                                                            recover=not args.no_recover,
                                                            follow=args.follow,
-                                                           new_folder=args.new_folder))
+                                                           new_folder=args.new_folder,
+                                                           down_after=args.down_after,
+                                                           max_cost_usd=args.max_cost))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -345,7 +378,7 @@ def _wizard_only(argv: Sequence[str]) -> bool:
 
 
 CLOUD_COMMANDS = ("up", "submit", "logs", "status", "down")
-ENV_COMMANDS = ("check", "script", "manifests", *CLOUD_COMMANDS)
+ENV_COMMANDS = ("check", "script", "manifests", "notify", *CLOUD_COMMANDS)
 
 
 def misapplied(args: argparse.Namespace) -> str | None:
@@ -359,6 +392,9 @@ def misapplied(args: argparse.Namespace) -> str | None:
     if command == "up" and args.check:
         command, why = "up --check", "it creates nothing, so asks nothing and runs no xpk"
         given += [("--yes", args.yes, why), ("--verbose", args.verbose, why)]
+    elif command == "submit" and args.no_recover:
+        command, why = "submit --no-recover", "the budget guard runs in the job's supervisor, which it leaves out"
+        given += [("--down-after", args.down_after is not None, why), ("--max-cost", args.max_cost is not None, why)]
     elif command == "runs" and args.action == "compare":
         command = "runs compare"
         given.append(("--json", args.json, "it prints a table; `rltui runs --json` lists the runs"))
@@ -394,6 +430,8 @@ def build_parser(wizard_only: bool = False) -> Parser:
         return p
 
     add("check", cmd_check, "validate env.sh; exit 2 with one line per problem")
+    p = add("notify", cmd_notify, "post to NOTIFY_WEBHOOK (a Slack or Google Chat incoming webhook)")
+    p.add_argument("--test", action="store_true", required=True, help="send one test message now")
     add("script", cmd_script, "print the whole flow as an equivalent bash script")
     p = add("manifests", cmd_manifests, "write the files the codelab writes by hand")
     p.add_argument("--out", required=True, help="folder to write them into")
@@ -423,6 +461,11 @@ def build_parser(wizard_only: bool = False) -> Parser:
                    help="no supervisor on the cluster: a preemption ends the job (as `ray job submit`)")
     p.add_argument("--follow", action="store_true",
                    help="then its log until it ends, as `logs --follow` (final status last)")
+    p.add_argument("--down-after", choices=("gpus",), help="the supervisor deletes the GPU node pools once"
+                   " the run ends (Lustre and the checkpoints are kept)")
+    p.add_argument("--max-cost", type=usd, metavar="USD", help="the supervisor stops the job and deletes the"
+                   " GPU node pools once the GPU nodes have cost about this much (an estimate from the"
+                   " Cloud Billing Catalog)")
     p = cloud("logs", cmd_logs, "the job's log lines (exactly once each)")
     p.add_argument("--job", help="submission id (default: the last one submitted)")
     p.add_argument("--follow", action="store_true", help="until the job ends; final status last")
@@ -439,7 +482,8 @@ def build_parser(wizard_only: bool = False) -> Parser:
     a = actions.add_parser("compare", help="reward and step time per step, A beside B")
     a.add_argument("a", metavar="A", help="a run id (a unique prefix will do)")
     a.add_argument("b", metavar="B", help="another run id (a unique prefix will do)")
-    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt", env=False)
+    p = add("sandbox", cmd_sandbox, "the local emulated project: start, status, stop, env, preempt, stall",
+            env=False)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
     a = actions.add_parser("start", help="start it in the background (returns once it answers)")
     a.add_argument("--speed", type=float, default=60.0, help="simulated minutes per real second (default 60)")
@@ -465,6 +509,9 @@ def build_parser(wizard_only: bool = False) -> Parser:
     a.add_argument("--hard", action="store_true",
                    help="no graceful shutdown: Ray loses the node at once, Kubernetes only after the"
                         " node-monitor grace period (default: GKE's 30 s graceful shutdown)")
+    a = actions.add_parser("stall", help="freeze the running job's driver process (SIGSTOP), as a hung job"
+                           " looks: Ray still says RUNNING, no pod changes")
+    a.add_argument("--job", help="its submission id (default: the one job Ray runs)")
     return parser
 
 

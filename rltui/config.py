@@ -1,8 +1,8 @@
 """The codelab's env.sh variables and the job parameters, as one validated model.
 
 Every problem is reported as `Problem(field, message)` where `field` is the env.sh variable
-name the user sees. Secret values (HF_TOKEN, WANDB_API_KEY) are `SecretStr`: they never
-appear in repr, str, problems or exceptions.
+name the user sees. Secret values (HF_TOKEN, WANDB_API_KEY, NOTIFY_WEBHOOK) are `SecretStr`:
+they never appear in repr, str, problems or exceptions.
 """
 
 from __future__ import annotations
@@ -14,81 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-# --- Data tables (limits change: keep them here, and only here) -------------------------------
-
-@dataclass(frozen=True)
-class LustreTier:
-    """Allowed capacities for one per-unit storage throughput tier (MB/s per TiB)."""
-
-    throughput: int
-    min_gib: int
-    max_gib: int | None
-    # (up to and including this capacity, capacities must be a multiple of this step)
-    steps: tuple[tuple[int | None, int], ...]
-
-    def step_for(self, capacity: int) -> int:
-        for upper, step in self.steps:
-            if upper is None or capacity <= upper:
-                return step
-        return self.steps[-1][1]
-
-    def check(self, capacity: int) -> str | None:
-        if capacity < self.min_gib:
-            return f"at least {self.min_gib} GiB for throughput tier {self.throughput}"
-        if self.max_gib is not None and capacity > self.max_gib:
-            return f"at most {self.max_gib} GiB for throughput tier {self.throughput}"
-        step = self.step_for(capacity)
-        if capacity % step:
-            lower = capacity - capacity % step
-            nearest = [c for c in (lower, lower + step) if c >= self.min_gib]
-            return (f"must be a multiple of {step} GiB for throughput tier {self.throughput}"
-                    f" (nearest: {' or '.join(str(c) for c in nearest)})")
-        return None
-
-    def allows(self, capacity: int) -> bool:
-        return self.check(capacity) is None
-
-    def describe(self) -> str:
-        parts = [f"min {self.min_gib}"]
-        for upper, step in self.steps:
-            parts.append(f"step {step}" + (f" up to {upper}" if upper else ""))
-        if self.max_gib:
-            parts.append(f"max {self.max_gib}")
-        return ", ".join(parts)
-
-
-# Managed Lustre docs, "Performance tiers" (2026): the one table of allowed capacities.
-LUSTRE_TIERS: dict[int, LustreTier] = {
-    1000: LustreTier(1000, 9_000, 10_008_000, ((1_530_000, 9_000), (None, 72_000))),
-    500: LustreTier(500, 18_000, 20_016_000, ((3_060_000, 18_000), (None, 144_000))),
-    250: LustreTier(250, 36_000, 40_032_000, ((6_120_000, 36_000), (None, 288_000))),
-    125: LustreTier(125, 72_000, 12_240_000, ((None, 72_000),)),
-}
-
-
-@dataclass(frozen=True)
-class DeviceType:
-    """What an xpk --device-type means on GKE."""
-
-    name: str
-    gpus_per_node: int
-    accelerator: str  # the node label cloud.google.com/gke-accelerator
-    machine_type: str
-
-
-DEVICE_TYPES: dict[str, DeviceType] = {
-    d.name: d
-    for d in (
-        DeviceType("b200-8", 8, "nvidia-b200", "a4-highgpu-8g"),
-        DeviceType("h200-141gb-8", 8, "nvidia-h200-141gb", "a3-ultragpu-8g"),
-        DeviceType("h100-mega-80gb-8", 8, "nvidia-h100-mega-80gb", "a3-megagpu-8g"),
-        DeviceType("h100-80gb-8", 8, "nvidia-h100-80gb", "a3-highgpu-8g"),
-        DeviceType("gb200-4", 4, "nvidia-gb200", "a4x-highgpu-4g"),
-    )
-}
-
-# Model parallelism of grpo_math_70B_megatron.yaml at NeMo-RL v0.4.0 (TP x PP x CP).
-MODEL_PARALLEL_SIZE = 4 * 4 * 1
+# The data tables (Lustre tiers, device types) live in limits.py; importers keep finding them here.
+from .limits import DEVICE_TYPES as DEVICE_TYPES
+from .limits import LUSTRE_TIERS as LUSTRE_TIERS
+from .limits import MODEL_PARALLEL_SIZE as MODEL_PARALLEL_SIZE
+from .limits import DeviceType as DeviceType
+from .limits import LustreTier as LustreTier
 
 # --- Problems ---------------------------------------------------------------------------------
 
@@ -120,11 +51,36 @@ PROJECT_ID = re.compile(r"^(?:[a-z][-a-z0-9.]*\.[a-z]{2,}:)?[a-z][-a-z0-9]{4,28}
 ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-([a-z])$")
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
 RESOURCE_ID = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")  # Lustre IDs, VPC names
-SECRET_FIELDS = frozenset({"HF_TOKEN", "WANDB_API_KEY"})
+# The job's tokens (the job Secret, the Ray pods); NOTIFY_WEBHOOK is the supervisor's alone.
+JOB_SECRET_FIELDS = frozenset({"HF_TOKEN", "WANDB_API_KEY"})
+SECRET_FIELDS = JOB_SECRET_FIELDS | {"NOTIFY_WEBHOOK"}
 
 
 def _placeholder(value: str) -> bool:
     return bool(PLACEHOLDER.match(value.strip()))
+
+
+def _webhook_ok(url: str) -> bool:
+    """https with a host; http only to a loopback host (a local receiver, as the sandbox's tests
+    run one): a webhook URL carries its own credential, which plain http would show the network."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if any(c.isspace() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host, _port = parts.hostname or "", parts.port  # .port raises on a port that is no number
+    except ValueError:
+        return False
+    if parts.scheme == "https":
+        return bool(host)
+    if parts.scheme != "http":
+        return False
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def region_of(zone: str) -> str | None:
@@ -171,6 +127,8 @@ class RLConfig(BaseModel):
     dataset: str = Field("DeepScaler", alias="DATASET")
     wandb_enabled: bool | None = Field(None, alias="WANDB_ENABLED")  # None: on iff a key is set
     wandb_run_name: str = Field("nemo-rl-grpo-test1", alias="WANDB_RUN_NAME")
+    # An incoming webhook (Slack's, Google Chat's) the run's events are posted to (rltui/notify.py)
+    notify_webhook: SecretStr | None = Field(None, alias="NOTIFY_WEBHOOK")
 
     # --- single-field rules (messages only; the field name is added by parse_config) ---
 
@@ -243,6 +201,18 @@ class RLConfig(BaseModel):
             return None  # unset, or the template's placeholder
         if isinstance(raw, str) and any(c.isspace() for c in raw):
             raise ValueError("contains white space; paste the token alone")
+        return v
+
+    @field_validator("notify_webhook", mode="before")
+    @classmethod
+    def _webhook(cls, v: Any) -> Any:
+        raw = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if raw is None or (isinstance(raw, str) and (not raw.strip() or _placeholder(raw))):
+            return None
+        if not isinstance(raw, str) or not _webhook_ok(raw):
+            # Never the value: a webhook URL is its own credential.
+            raise ValueError("must be an https:// URL (a Slack or Google Chat incoming webhook's);"
+                             " http:// only to a loopback address (127.0.0.1, ::1 or localhost)")
         return v
 
     @field_validator("num_nodes")
@@ -545,8 +515,8 @@ def _field_problems(data: Mapping[str, Any], known: Mapping[str, Any],
 
 # What an empty field means in a form; any other field must hold a value there.
 EMPTY_MEANS = {"NETWORK_NAME": "${CLUSTER_NAME}-net-0", "HF_TOKEN": "not set (or kept)",
-               "WANDB_API_KEY": "not set (or kept)", "CHECKPOINT_METRIC": "null",
-               "WANDB_ENABLED": "on iff WANDB_API_KEY is set"}
+               "WANDB_API_KEY": "not set (or kept)", "NOTIFY_WEBHOOK": "not set (or kept)",
+               "CHECKPOINT_METRIC": "null", "WANDB_ENABLED": "on iff WANDB_API_KEY is set"}
 
 
 def empty_problem(name: str, value: str) -> str | None:

@@ -254,6 +254,13 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
     ]
 
 
+def gpu_node_hour(cfg: RLConfig, prices: Prices) -> float | None:
+    """One GPU node-hour of the plan's machine, as `plan_lines` prices it (its Spot slices, one
+    per GPU); None when the catalog had no price. The budget guard's rate (plan/guard.py)."""
+    slice_price = prices.rates.get(slice_key(DEVICE_TYPES[cfg.device_type].machine_type))
+    return None if slice_price is None else cfg.gpus_per_node * slice_price
+
+
 def pool_gpu_nodes(cluster: Any, machine: str) -> tuple[str, ...]:
     """The GPU nodes a container.v1 Cluster's node pools say exist, one "" (no creation time)
     each: pools of `machine` whose status is up (see the module docstring). For the inventory's

@@ -67,7 +67,8 @@ async def up(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
     ctx = Context(cfg, endpoints)
     runner = make_runner(ctx, EventPrinter(out, verbose))
     out(f"Plan for {cfg.cluster_name} in {cfg.project_id} ({endpoints.label}):")
-    for view in runner.snapshot():
+    made = {step.name for step in runner.steps if step.made_by_up}
+    for view in (v for v in runner.snapshot() if v.name in made):
         needs = f"  after {', '.join(view.needs)}" if view.needs else ""
         out(f"  {view.title:<36} about {fmt_s(view.expected_s):>7}{needs}")
     eta = runner.eta_s("up")
@@ -133,17 +134,20 @@ async def check(cfg: RLConfig, endpoints: Endpoints, env_path: str, *,
 # --- submit -----------------------------------------------------------------------------------
 
 async def submit(cfg: RLConfig, endpoints: Endpoints, *, resume: bool, recover: bool = True,
-                 follow: bool = False, new_folder: bool = False, out: Callable[[str], None] = print,
+                 follow: bool = False, new_folder: bool = False, down_after: str | None = None,
+                 max_cost_usd: float | None = None, out: Callable[[str], None] = print,
                  err: Callable[[str], None] | None = None,
                  write: Callable[[str], None] | None = None) -> int:
     """Submit; print its id. With `follow`, then its log until it ends, as `logs --follow`
     (and as `ray job submit` does by default), on the same connection: one process, one
     port-forward. A checkpoint folder that already holds checkpoints on the Lustre volume
-    needs --resume or --new-folder (plan/jobs.py FolderChoice: a Refused, so exit 2)."""
+    needs --resume or --new-folder (plan/jobs.py FolderChoice: a Refused, so exit 2).
+    `down_after`, `max_cost_usd`: the budget guard (plan/guard.py)."""
     err = err or (lambda line: print(line, file=sys.stderr))
     ctx = Context(cfg, endpoints)
     try:
-        done = await submit_job(ctx, resume=resume, recover=recover, new_folder=new_folder)
+        done = await submit_job(ctx, resume=resume, recover=recover, new_folder=new_folder,
+                                down_after=down_after, max_cost_usd=max_cost_usd)
         for note in done.notes:
             err(note)
         if not follow:
@@ -251,6 +255,8 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
         out(f"  job {job['id']}: {job['status']}{step}{tries}")
         if job.get("recovery"):
             out(f"    {job['recovery']}")
+        if (job.get("guard") or {}).get("line"):
+            out(f"    {job['guard']['line']}")
         if str(job.get("supervisor", "running")) != "running":
             out(f"    recovery is NOT on: the supervisor is {job['supervisor']}")
     for line in _cost_lines(cost):
@@ -302,8 +308,8 @@ def _cost_line(cost: dict[str, Any]) -> str:
 # the range), the range, then the cluster and the rest of xpk's blueprint (routers hold their
 # NAT IPs; rules, subnetworks and all of these hold the networks).
 _HAND_ORDER = ("RayCluster", "PersistentVolumeClaim", "PersistentVolume", "Secret",
-               "Lustre instance", "VPC peering", "IP range", "GKE cluster", "Cloud NAT",
-               "Cloud Router", "NAT IP", "Firewall rule", "Subnetwork", "VPC network")
+               "Lustre instance", "VPC peering", "IP range", "GKE node pool", "GKE cluster", "Cloud NAT",
+               "Cloud Router", "NAT IP", "Firewall rule", "Subnetwork", "VPC network", "Service account")
 
 
 def _state_of(result: Any, step: str) -> str | None:
@@ -314,6 +320,7 @@ def _state_of(result: Any, step: str) -> str | None:
 async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
                out: Callable[[str], None] = print) -> int:
     from .plan.inventory import collect
+    from .plan.notices import announce_teardown
 
     ctx = Context(cfg, endpoints)
     try:
@@ -340,6 +347,10 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
         result = await runner.down()
         retire_jobs(ctx, _state_of(result, "raycluster"))
         after = await collect(ctx)
+        announced = await announce_teardown(ctx, result, [f"{r.kind} {r.name}" for r in after
+                                                          if r.present and (r.owned or r.leak)])
+        if announced:
+            out(announced)
     finally:
         await ctx.close()
     left = [r for r in after if r.present and (r.owned or r.leak)]

@@ -13,8 +13,9 @@ When a summary is written (plan/jobs.py, the one code path both faces use):
 - `follow_logs` (headless `rltui logs --follow`, the wizard's follower) and `record_log`
   (headless `rltui logs`): a Recorder folds the log through the real parser (joblog.py's
   JobLogParser and RunTracker) and writes the steps at most every FLUSH_S seconds, then once
-  more with the final status and, for a supervised run, its attempts as its supervisor
-  recorded them;
+  more with the final status and, for a supervised run, its attempts and its events (preempted,
+  stalled, resumed, ..., each with the spend at that moment: rltui/oncluster/events.py) as its
+  supervisor recorded them, the events merged by (kind, at) so a re-read adds none twice;
 - `retire_jobs` (after `down` removed the RayCluster): a run whose end no face saw becomes
   UNKNOWN, as `job_summary` calls a job whose cluster is gone.
 A run is named by its first attempt's submission id (a supervised run's later attempts are
@@ -82,6 +83,7 @@ class RunSummary:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     total_steps: int | None = None
     steps: list[StepSummary] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # the supervisor's, oldest first
     note: str = ""
     updated_at: float = 0.0
 
@@ -99,7 +101,7 @@ class RunSummary:
                 "config": self.config, "checkpoint_dir": self.checkpoint_dir,
                 "supervised": self.supervised, "attempts": self.attempts,
                 "total_steps": self.total_steps, "steps": [vars(s) for s in self.steps],
-                "note": self.note, "updated": iso(self.updated_at or time.time())}
+                "events": self.events, "note": self.note, "updated": iso(self.updated_at or time.time())}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
@@ -110,7 +112,8 @@ class RunSummary:
                    status=str(data.get("status") or "UNKNOWN"), config=dict(data.get("config") or {}),
                    checkpoint_dir=str(data.get("checkpoint_dir") or ""),
                    supervised=bool(data.get("supervised")), attempts=list(data.get("attempts") or []),
-                   total_steps=data.get("total_steps"), steps=steps, note=str(data.get("note") or ""))
+                   total_steps=data.get("total_steps"), steps=steps, note=str(data.get("note") or ""),
+                   events=[dict(e) for e in data.get("events") or [] if isinstance(e, dict)])
 
     def row(self) -> dict[str, Any]:
         """What `rltui runs --json` prints per run."""
@@ -161,6 +164,14 @@ def merge_steps(old: Iterable[StepSummary], new: Iterable[StepSummary]) -> list[
     return [steps[k] for k in sorted(steps)]
 
 
+def merge_events(old: Iterable[dict[str, Any]], new: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's events from both, each once by (kind, at), oldest first: the supervisor's record
+    is read again at every follow's end, and holds the earlier events too."""
+    merged = {(str(e.get("kind")), float(e.get("at") or 0)): e for e in old}
+    merged.update(((str(e.get("kind")), float(e.get("at") or 0)), e) for e in new)
+    return [merged[k] for k in sorted(merged, key=lambda k: (k[1], k[0]))]
+
+
 def retire(run_dir: Path, run_ids: Iterable[str]) -> None:
     """After a teardown removed the RayCluster: a run whose end was not seen is UNKNOWN now."""
     for run_id in run_ids:
@@ -189,8 +200,8 @@ class Recorder:
         if self._dirty and self.clock() - self._written >= FLUSH_S:
             self.flush()
 
-    def flush(self, status: str | None = None, attempts: list[dict[str, Any]] | None = None
-              ) -> Path | None:
+    def flush(self, status: str | None = None, attempts: list[dict[str, Any]] | None = None,
+              events: list[dict[str, Any]] | None = None) -> Path | None:
         """Write the summary as it stands; None when the file could not be written (a full disk
         must not stop the log being followed: `error` says why)."""
         records = self.tracker.records
@@ -203,6 +214,8 @@ class Recorder:
             self.summary.status = status
         if attempts:
             self.summary.attempts = attempts
+        if events:
+            self.summary.events = merge_events(self.summary.events, events)
         self._written, self._dirty = self.clock(), False
         try:
             return write(self.run_dir, self.summary)
@@ -210,11 +223,11 @@ class Recorder:
             self.error = exc
             return None
 
-    def finish(self, status: str | None, attempts: list[dict[str, Any]] | None = None
-               ) -> Path | None:
+    def finish(self, status: str | None, attempts: list[dict[str, Any]] | None = None,
+               events: list[dict[str, Any]] | None = None) -> Path | None:
         for ev in self.parser.flush():
             self.tracker.update(ev)
-        return self.flush(status, attempts)
+        return self.flush(status, attempts, events)
 
 
 # --- choosing and printing -------------------------------------------------------------------

@@ -76,7 +76,7 @@ def endpoints_for(sandbox: bool) -> Endpoints:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    """`rltui sandbox start|status|stop|env|preempt`."""
+    """`rltui sandbox start|status|stop|env|preempt|stall`."""
     from .cli import UsageError
 
     try:
@@ -164,6 +164,16 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
                                  " process as its kubelet would, which a VM gone without a shutdown cannot")
             check_status(status.info)
             print(manage.preempt(status, args.node, head=args.head, hard=args.hard))
+        elif args.action == "stall":
+            status = manage.read_status()
+            if not status:
+                raise UsageError("no sandbox running: start it with `rltui sandbox start`")
+            check_status(status.info)
+            if not hasattr(manage, "stall"):  # contract 1.2 added it
+                print(f"sandbox: the installed sandbox (contract {manage.CONTRACT_VERSION}) has no `stall`:"
+                      f" {INSTALL_HINT}", file=sys.stderr)
+                return 1
+            print(manage.stall(status, args.job))
     except manage.SandboxError as exc:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1

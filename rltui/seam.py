@@ -45,6 +45,9 @@ class JobStatusUpdate:
     reset: bool = False            # a new job (or none): what screens show of the old one goes
     recovery: str | None = None    # the supervisor's word on the newest preemption ("": none);
     #                                None: this message says nothing of it
+    guard: str | None = None       # the budget guard's line (plan/guard.py guard_line; "": none);
+    #                                None: this message says nothing of it
+    guard_short: str = ""          # the same in at most 43 columns (guard_short), for a narrow strip
 
 
 @dataclass(frozen=True)

@@ -175,12 +175,16 @@ class Session:
         create it stopped and about stopped jobs."""
         from .plan.background import stop_background
         from .plan.jobs import retire_jobs, stop_jobs
+        from .plan.notices import announce_teardown
 
         await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
         result = await self.runner(listener).down()
         state = result.states.get("raycluster")
         retire_jobs(self.context(), None if state is None else state.value)
+        announced = await announce_teardown(self.context(), result)  # NOTIFY_WEBHOOK's torn_down
+        if announced:
+            listener(announced)
         return result
 
     async def probe_plan(self) -> None:

@@ -76,6 +76,9 @@ KINDS = {k.plural: k for k in (
     Kind("deployments", "Deployment", group="apps"),
     Kind("roles", "Role", group="rbac.authorization.k8s.io"),
     Kind("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
+    # The budget guard's read of the GPU nodes (manifests_supervisor.guard_rbac).
+    Kind("clusterroles", "ClusterRole", namespaced=False, group="rbac.authorization.k8s.io"),
+    Kind("clusterrolebindings", "ClusterRoleBinding", namespaced=False, group="rbac.authorization.k8s.io"),
 )}
 BY_KIND = {k.kind: k for k in KINDS.values()}
 

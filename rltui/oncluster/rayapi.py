@@ -6,6 +6,7 @@ submit` does), and follows a job's log over Ray's WebSocket tail. Runs on the Ra
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -45,6 +46,17 @@ class Ray:
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         return self._get(f"/api/jobs/{urllib.parse.quote(job_id)}")
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job the head knows: GET /api/jobs/ answers a JSON list of JobDetails (ray 2.46.0
+        dashboard/modules/job/job_head.py list_jobs); Trouble when it does not answer."""
+        what = "Ray job API /api/jobs/"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(self.address + "/api/jobs/"), timeout=30) as resp:
+                found = json.loads(resp.read() or b"[]")
+        except (OSError, ValueError) as exc:
+            raise Trouble(f"{what}: {type(exc).__name__}") from None
+        return [j for j in found if isinstance(j, dict)] if isinstance(found, list) else []
 
     def tail(self, job_id: str) -> LogTail:
         return LogTail(self.address, job_id)
@@ -118,6 +130,7 @@ class LogTail:
         self._session = 0  # which connection a chunk came from
         self._taken = 0  # characters handed out, over all connections
         self._seen: dict[int, int] = {}  # connection -> characters received on it
+        self._live = 0  # the connection that has sent its first chunk and not ended (0: none)
         threading.Thread(target=self._run, name=f"tail-{job_id}", daemon=True).start()
 
     def _run(self) -> None:
@@ -126,10 +139,13 @@ class LogTail:
         while not self._stop.is_set():
             self._session += 1
             try:
-                if asyncio.run(self._follow(self._session)):
+                ended = asyncio.run(self._follow(self._session))
+                self._live = 0
+                if ended:
                     self.done.set()  # the stream ended with the job: its log is complete
                     return
             except Exception as exc:  # noqa: BLE001 - Ray's client raises RuntimeError, aiohttp's errors
+                self._live = 0
                 if self._session < 4 or self._session % 10 == 0:  # not every retry while a head is down
                     log.info("log tail of %s: %s", self.job_id, str(exc).splitlines()[0] if str(exc) else exc)
             self._stop.wait(min(self.RETRY_S * 2 ** min(self._session - 1, 4), 30.0))
@@ -144,8 +160,15 @@ class LogTail:
         async for text in client.tail_job_logs(self.job_id):
             if self._stop.is_set():
                 return False
+            self._live = session  # the tail starts with the whole log, so a live one says so at once
             self._chunks.put((session, text))
         return bool(client.get_job_status(self.job_id).is_terminal())
+
+    @property
+    def live(self) -> bool:
+        """Whether a connection is up and has delivered: while it is not, the log's silence says
+        nothing about the driver's (the stall watchdog waits; watchdog.py)."""
+        return self._live != 0 and self._live == self._session
 
     def take(self) -> str:
         out: list[str] = []

@@ -16,6 +16,7 @@ What it reads (all from its environment):
   RLTUI_SERVICE_ACCOUNT_DIR  where the token, ca.crt live (the in-cluster path by default; the
                              sandbox's kubelet points it at its own folder)
   RLTUI_POLL_S               seconds between looks (default: spec.json's poll_s, else 10)
+  RLTUI_NOTIFY_FILE          the mounted Secret file holding NOTIFY_WEBHOOK (absent: no posts)
 
 The loop, one look per poll (the run's ConfigMap read with a GET each time: it is the state
 this program writes), every decision from a structured answer:
@@ -45,10 +46,17 @@ this program writes), every decision from a structured answer:
 - an attempt is saved as SUBMITTED before Ray has it (so a lost submit is retried with the same
   id, never doubled) and becomes PENDING once Ray accepted it; a follower that finds no such job
   while the attempt is SUBMITTED waits for it instead of calling it lost.
+- a running attempt whose driver prints no new step for too long is STALLED (watchdog.py: what
+  counts as progress, when it is armed, the defaults): recorded in the attempt (`stalled`),
+  stopped through Ray's job API, and once Ray says it is no longer active, resubmitted from the
+  newest checkpoint as after a preemption (reason `stalled at step N: ...`, the same budget of
+  attempts that saved nothing new).
+- what happens is appended to state.json's `events` (events.py) and posted to NOTIFY_WEBHOOK, one
+  message per event (webhook.py: in a thread, retried with back-off, each once). A final run is
+  still looked at, every poll, while `has_work` (a post pending); then it waits to be removed.
 The log is tailed, never fetched whole: Ray's WebSocket tail (GET /api/jobs/<id>/logs/tail, ray
 2.46.0 dashboard/modules/job/job_head.py, through JobSubmissionClient.tail_job_logs) sends what is
-new, where GET /api/jobs/<id>/logs reads and sends the whole file every time. Once the run is
-final the supervisor makes no more calls: it waits to be removed.
+new, where GET /api/jobs/<id>/logs reads and sends the whole file every time.
 The steps come from the driver's own log lines, as NeMo-RL v0.4.0 prints them
 (nemo_rl/algorithms/grpo.py): `===== Step s/S =====` starts a step and `Saving checkpoint for step
 s...` starts a save, which is complete once the driver goes on to the next step (the save is
@@ -67,93 +75,38 @@ import time
 from typing import Any
 
 try:  # in the package (rltui's tests), or beside these files in the ConfigMap's folder (the pod)
+    from .events import add_event, status_events
+    from .guard import Guard, nodes_path
+    from .guard import pending as guard_pending
     from .jobstatus import ACTIVE, FINAL
     from .kubeapi import Kube, Trouble
+    from .pods import desired_pods, lost_node, pod_snapshot, ready, stale_workers
     from .rayapi import LogTail, Ray
+    from .watchdog import END_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text
+    from .webhook import Notifier, read_url
 except ImportError:
+    from events import add_event, status_events  # type: ignore[import-not-found,no-redef]
+    from guard import Guard, nodes_path  # type: ignore[import-not-found,no-redef]
+    from guard import pending as guard_pending  # type: ignore[no-redef]
     from jobstatus import ACTIVE, FINAL  # type: ignore[import-not-found,no-redef]
     from kubeapi import Kube, Trouble  # type: ignore[import-not-found,no-redef]
+    from pods import desired_pods, lost_node, pod_snapshot, ready, stale_workers  # type: ignore[import-not-found,no-redef]
     from rayapi import LogTail, Ray  # type: ignore[import-not-found,no-redef]
+    from watchdog import END_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text  # type: ignore[import-not-found,no-redef]
+    from webhook import Notifier, read_url  # type: ignore[import-not-found,no-redef]
 
 log = logging.getLogger("rltui-supervisor")
 
 SPEC_KEY, FILE_PREFIX = "spec.json", "job."
 STATE_KEY = "state.json"
-# A driver line has no Ray prefix; worker lines start with "(ActorName pid=...)".
-STEP_LINE = re.compile(r"^\s*=+ Step (\d+)/(\d+) =+\s*$")
-SAVE_LINE = re.compile(r"^Saving checkpoint for step (\d+)\.\.\.")
-END_LINE = re.compile(r"^(Max number of steps|Timeout) has been reached, stopping training early")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NODE_GRACE_S = 50.0  # kube-controller-manager --node-monitor-grace-period default (Kubernetes 1.32+)
 TAIL_DRAIN_S = 10.0  # how long an ended job's tail may take to send its last lines
 GCS_RECONNECT_S = 60.0  # RAY_gcs_rpc_server_reconnect_timeout_s default: a raylet then gives up
+STOP_AGAIN_S = 30.0  # a stalled attempt Ray still runs this long after its stop is stopped again
 
 
-# ---- what the pods say -------------------------------------------------------------------------------
-
-
-def _stamp(text: str) -> float:
-    """RFC 3339 seconds (creationTimestamp) as epoch seconds."""
-    import calendar
-
-    try:
-        return float(calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")))
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    if (pod.get("metadata") or {}).get("deletionTimestamp") or status.get("phase") != "Running":
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in status.get("conditions") or [])
-
-
-def _restarts(pod: dict[str, Any]) -> int:
-    return sum(int(c.get("restartCount") or 0)
-               for c in (pod.get("status") or {}).get("containerStatuses") or [])
-
-
-def _is_head(pod: dict[str, Any]) -> bool:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type") == "head"
-
-
-def pod_snapshot(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {p["metadata"]["uid"]: {"name": p["metadata"]["name"], "node": (p.get("spec") or {}).get("nodeName", ""),
-                                   "restarts": _restarts(p), "head": _is_head(p)} for p in pods}
-
-
-def _oom_killed(pod: dict[str, Any]) -> bool:
-    """The last container restart was the kernel's OOM killer: the job's own doing, not a node's."""
-    return any(((c.get("lastState") or {}).get("terminated") or {}).get("reason") == "OOMKilled"
-               for c in (pod.get("status") or {}).get("containerStatuses") or [])
-
-
-def lost_node(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], job_started: float,
-              hard_only: bool = False) -> str | None:
-    """Why the job's nodes are not what it started on, or None when they are. `hard_only`: a
-    pod gone, recreated or restarted only, not one merely not Ready."""
-    now = {p["metadata"]["uid"]: p for p in pods}
-    # The head first: losing it loses the job table too, whatever else went with its node.
-    for uid, was in sorted(before.items(), key=lambda kv: (not kv[1].get("head"), kv[1]["name"])):
-        if uid not in now:
-            what = "the Ray head's pod" if was.get("head") else "pod"
-            return f"{what} {was['name']} on node {was['node'] or '?'} was lost"
-    for pod in sorted(pods, key=lambda p: (not _is_head(p), p["metadata"]["name"])):
-        meta = pod["metadata"]
-        node = (pod.get("spec") or {}).get("nodeName") or "?"
-        if job_started and _stamp(meta.get("creationTimestamp", "")) > job_started + 1:
-            return f"pod {meta['name']} was recreated on node {node} after the job started"
-        earlier = before.get(meta["uid"])
-        # A restart the first look missed shows as a container started after the job did.
-        restarted = (earlier is not None and _restarts(pod) > earlier["restarts"]) or \
-            bool(job_started and _started(pod) > job_started + 1)
-        if restarted and not _oom_killed(pod):
-            return f"pod {meta['name']} on node {node} restarted"
-        if not _ready(pod) and not hard_only and not _oom_killed(pod):
-            return f"pod {meta['name']} on node {node} is not running"
-    return None
+# ---- attempts -----------------------------------------------------------------------------------------
 
 
 def _fruitless(attempts: list[dict[str, Any]], saved: int) -> int:
@@ -166,47 +119,6 @@ def _fruitless(attempts: list[dict[str, Any]], saved: int) -> int:
             break
         count += 1
     return count
-
-
-def _started(pod: dict[str, Any]) -> float:
-    """When the pod's (first) container last started, from status.containerStatuses."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
-    return _stamp(str(((statuses[0].get("state") or {}).get("running") or {}).get("startedAt") or ""))
-
-
-def _ready_since(pod: dict[str, Any]) -> float:
-    cond: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or []
-                                 if c.get("type") == "Ready" and c.get("status") == "True"), {})
-    return _stamp(str(cond.get("lastTransitionTime") or ""))
-
-
-def stale_workers(before: dict[str, dict[str, Any]], pods: list[dict[str, Any]], now: float,
-                  reconnect_s: float) -> str:
-    """Why Ray may not have every worker yet, or "": without GCS fault tolerance a new head has
-    a new GCS, and a worker whose container started before it may still be retrying the old
-    one (its raylet exits after reconnect_s and the container restarts: docs.ray.io, "GCS fault
-    tolerance in KubeRay"). Such a worker counts once the head has been Ready for reconnect_s."""
-    head = next((p for p in pods if _is_head(p)), None)
-    was = before.get(head["metadata"]["uid"]) if head is not None else None
-    if head is None or (was is not None and _restarts(head) == was["restarts"]):
-        return ""  # the same head and GCS as the attempt's: its workers never lost it
-    head_start = _started(head)
-    early = [p["metadata"]["name"] for p in pods if not _is_head(p) and _started(p) < head_start]
-    if not early or now - _ready_since(head) >= reconnect_s:
-        return ""
-    return (f"the Ray head is new; {len(early)} worker(s) started before it may still be bound to the "
-            f"lost head ({', '.join(sorted(early)[:3])})")
-
-
-def desired_pods(rc: dict[str, Any]) -> int:
-    spec = rc.get("spec") or {}
-    total = 1  # the head
-    for group in spec.get("workerGroupSpecs") or []:
-        if group.get("suspend"):
-            continue
-        replicas = group.get("replicas", group.get("minReplicas", 0)) or 0
-        total += int(replicas) * int(group.get("numOfHosts") or 1)
-    return total
 
 
 # ---- the log: steps and saves ---------------------------------------------------------------------------
@@ -224,12 +136,15 @@ class Progress:
         self.saved: int | None = None
         self.ended = False
 
-    def feed(self, new_text: str) -> None:
-        """The log's next characters, as the tail sends them (any chunking)."""
+    def feed(self, new_text: str) -> list[str]:
+        """The log's next characters, as the tail sends them (any chunking); returns the lines
+        they completed, as read."""
         lines = (self.partial + new_text).split("\n")
         self.partial = lines.pop()
-        for raw in lines:
-            self.line(ANSI.sub("", raw).rstrip("\r"))
+        done = [ANSI.sub("", raw).rstrip("\r") for raw in lines]
+        for line in done:
+            self.line(line)
+        return done
 
     def line(self, line: str) -> None:
         m = STEP_LINE.match(line)
@@ -261,6 +176,11 @@ class Supervisor:
         self.files: dict[str, str] = {}
         self.poll_s = 10.0
         self.last_saved_state = ""
+        self.guard = Guard()  # the budget guard (guard.py): acts only when spec.json has one
+        self.watchdog, self.watched = Watchdog(), ""  # the stall watchdog and the attempt it watches
+        self.notifier = Notifier()  # NOTIFY_WEBHOOK's posts (webhook.py)
+        self.spec: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}
 
     def load(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
         cm = self.kube.configmap(self.configmap)
@@ -282,21 +202,66 @@ class Supervisor:
     def tick(self) -> str:
         """One look; returns the run's status."""
         spec, state, self.files = self.load()
+        self.spec, self.state = spec, state
         self.poll_s = float(spec.get("poll_s") or self.poll_s)
+        self.watchdog.configure(spec)
         state.setdefault("status", "RUNNING")
         attempts = state.setdefault("attempts", [])
         if state["status"] in FINAL:
             self.kube.pod_watch = None  # no decision left to make from the pods: wait asleep
             self.stop_tails()
+            self.look_guard(spec, state)  # the GPU nodes bill on after the run: the guard acts
+            self.notifier.look(state)  # what is left to post
+            self.save(state)
             return str(state["status"])
         if not attempts:
             raise SystemExit("rltui-supervisor: the run has no attempt to supervise")
+        before = str(state["status"])
         if state["status"] == "RECOVERING":
             self._recover(spec, state)
         else:
             self._watch(spec, state)
+        self.look_guard(spec, state)
+        status_events(state, spec, before, self.clock())
+        self.notifier.look(state)  # never waits: the post runs in a thread (webhook.py)
         self.save(state)
         return str(state["status"])
+
+    def has_work(self, state: dict[str, Any]) -> bool:
+        """Whether a final run still needs looks: notifications not posted yet, or the budget
+        guard's work (GPU pools to delete, or a budget the still-billing nodes may cross)."""
+        return self.notifier.pending(state) or guard_pending(state)
+
+    def look_guard(self, spec: dict[str, Any], state: dict[str, Any]) -> None:
+        """The budget guard's look (guard.py), when spec.json has one: the GPU pools' Nodes read
+        here (a failed read keeps the spend as it was), the job stopped through Ray."""
+        guard = spec.get("guard")
+        if not isinstance(guard, dict):
+            return
+        nodes: list[dict[str, Any]] | None = None
+        if (state.get("guard") or {}).get("state") not in ("done", "failed"):
+            try:
+                nodes = list((self.kube.request("GET", nodes_path(list(guard.get("gpu_pools") or [])))
+                              or {}).get("items") or [])
+            except Trouble as exc:
+                log.info("guard: the GPU nodes were not read: %s", exc)
+
+        def stop_job() -> None:
+            if state.get("status") != "RECOVERING":  # recovering: no attempt runs to stop
+                self.ray.stop(str(state["attempts"][-1]["id"]))
+
+        def emit(kind: str, text: str) -> None:  # the run's events, posted to NOTIFY_WEBHOOK
+            add_event(state, spec, kind, text, self.clock())
+
+        def others() -> list[str]:  # jobs of other runs the head still runs (guard.py _alone)
+            ours = {str(a.get("id")) for a in state.get("attempts") or []}
+            return [str(j.get("submission_id")) for j in self.ray.jobs()
+                    if str(j.get("status") or "") in ACTIVE and str(j.get("submission_id")) not in ours]
+
+        try:
+            self.guard.look(spec, state, self.clock(), nodes, stop_job, emit, others)
+        except Exception:  # noqa: BLE001 - the guard's bug must not cost the look its save or its posts
+            log.exception("guard: the look failed")
 
     def stop_tails(self, keep: str = "") -> None:
         for job_id in [j for j in self.tails if j != keep]:
@@ -312,11 +277,20 @@ class Supervisor:
         tail = self.tails[attempt["id"]]
         if ended:
             tail.done.wait(TAIL_DRAIN_S)
-        progress.feed(tail.take())
+        if self.watched != attempt["id"]:
+            self.watchdog.begin()  # not armed before this attempt's first step
+            self.watched = attempt["id"]
+        now = self.clock()
+        for line in progress.feed(tail.take()):
+            self.watchdog.line(line, now)
         if progress.first_step is not None and attempt.get("first_step") is None:
             attempt["first_step"] = progress.first_step
             if state.get("failed_at"):
                 attempt["recover_s"] = round(self.clock() - state.pop("failed_at"), 1)
+            if attempt.get("by") == "supervisor":
+                took = f" after {clock_text(attempt['recover_s'])}" if attempt.get("recover_s") is not None else ""
+                add_event(state, self.spec, "resumed", f"resumed from step {attempt.get('resumed_from_step')}: "
+                          f"attempt {len(state['attempts'])} is at step {progress.first_step}{took}", now)
         if progress.step is not None:
             attempt["last_step"] = progress.step
             state["step"], state["total_steps"] = progress.step, progress.total
@@ -358,10 +332,15 @@ class Supervisor:
         self._track(state, attempt, ended=status not in ACTIVE)
         if status in ACTIVE:
             state["status"], attempt["status"] = "RUNNING", status
+            self._judge_stall(spec, state, attempt)
             return
         attempt["status"] = status
         attempt.setdefault("ended_at", round(self.clock(), 3))
-        if status == "SUCCEEDED":
+        if attempt.get("stalled") and status != "SUCCEEDED":
+            # Stopped by the watchdog (or ended meanwhile): recovered as after a preemption.
+            state.pop("waiting", None)
+            self._failed(spec, state, attempt, str(attempt["stalled"].get("why") or "stalled"), lost=True)
+        elif status == "SUCCEEDED":
             state["status"], state["message"] = "SUCCEEDED", ""
         elif status == "STOPPED":
             state["status"], state["message"] = "STOPPED", "the job was stopped; not resubmitted"
@@ -377,6 +356,37 @@ class Supervisor:
             state.pop("waiting", None)
             why = f"preempted: {lost}" if lost else (message[0][:300] if message else "the job failed")
             self._failed(spec, state, attempt, why, lost=bool(lost))
+
+    def _judge_stall(self, spec: dict[str, Any], state: dict[str, Any], attempt: dict[str, Any]) -> None:
+        """The watchdog's verdict on a running attempt (watchdog.py: when it is armed, what counts
+        as progress), only while the log tail is connected. A stalled attempt is recorded
+        (`stalled`: what, how long, the log's last lines) and stopped through Ray's job API; once
+        Ray says it is no longer active, _watch recovers it as after a preemption.
+        What the stop does (ray 2.46.0 dashboard/modules/job/job_manager.py stop_job: the job's
+        JobSupervisor actor's stop.remote(), fire and forget; job_supervisor.py JobSupervisor.run):
+        RAY_JOB_STOP_SIGNAL (SIGTERM by default) by os.kill to the entrypoint's process and each of
+        its descendants (psutil children, recursive), RAY_JOB_STOP_WAIT_TIME_S (3 s) for them to
+        exit, then SIGKILL to each, then the status STOPPED. A driver frozen by SIGSTOP keeps the
+        SIGTERM pending and dies of the SIGKILL, so Ray says STOPPED about 3 s after the stop."""
+        now = self.clock()
+        stalled = attempt.get("stalled")
+        if stalled is None:
+            tail = self.tails.get(attempt["id"])
+            if tail is not None and not getattr(tail, "live", True):
+                return  # a reconnecting tail is not the driver's silence
+            stalled = self.watchdog.verdict(now)
+            if stalled is None:
+                return
+            attempt["stalled"] = stalled
+            add_event(state, spec, "stalled", f"{stalled['why']}; stopping attempt {len(state['attempts'])} to "
+                      f"resume from step {int(state.get('saved_step') or 0)}", now)
+        if now - float(stalled.get("stop_sent_at") or 0) >= STOP_AGAIN_S:
+            try:
+                self.ray.stop(attempt["id"])
+                stalled["stop_sent_at"] = round(now, 3)
+            except Trouble as exc:
+                log.info("stop of the stalled attempt %s: %s; trying again", attempt["id"], exc)
+        state["waiting"] = f"{stalled['why']}: stopping attempt {attempt['id']} before resubmitting"
 
     def _stop_earlier(self, attempts: list[dict[str, Any]]) -> str:
         """Never two drivers at once: an earlier attempt Ray still runs (judged lost while its
@@ -399,6 +409,8 @@ class Supervisor:
         saved = int(state.get("saved_step") or 0)
         attempt["saved_step"] = saved
         attempt["lost_steps"] = max(0, int(attempt.get("last_step") or saved) - saved)
+        if lost and why.startswith("preempted"):
+            add_event(state, spec, "preempted", why, self.clock())
         if not lost:
             state["status"] = "FAILED"
             state["message"] = f"attempt {len(state['attempts'])} failed with no node lost, so it is not retried: {why}"
@@ -418,7 +430,7 @@ class Supervisor:
         if rc is None:
             state["status"], state["message"] = "FAILED", f"RayCluster {spec['raycluster']} is gone"
             return
-        pods = [p for p in self.kube.ray_pods(spec["raycluster"]) if _ready(p)]
+        pods = [p for p in self.kube.ray_pods(spec["raycluster"]) if ready(p)]
         want = desired_pods(rc)
         waiting = f"{len(pods)}/{want} Ray pods ready" if len(pods) < want else \
             stale_workers(state["attempts"][-1].get("pods") or {}, pods, self.clock(),
@@ -458,6 +470,7 @@ def main(env: dict[str, str] | None = None) -> int:
         print("rltui-supervisor: RLTUI_RUN_CONFIGMAP and RAY_ADDRESS must be set", file=sys.stderr)
         return 2
     sup = Supervisor(Kube(env), Ray(address), configmap)
+    sup.notifier = Notifier(lambda: read_url(env))
     log.info("supervising %s through %s", configmap, address)
     status = ""
     while True:
@@ -466,8 +479,8 @@ def main(env: dict[str, str] | None = None) -> int:
             if now != status:
                 log.info("run is %s", now)
                 status = now
-            if now in FINAL:
-                log.info("the run is final: no more looks; waiting to be removed")
+            if now in FINAL and not sup.has_work(sup.state):
+                log.info("the run is final and nothing is left to do: no more looks; waiting to be removed")
                 while True:  # idle: `rltui down` (or the user) deletes the Deployment
                     time.sleep(3600)
         except Trouble as exc:

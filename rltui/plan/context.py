@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..cloud.detached import Detached
     from ..cloud.endpoints import Endpoints
     from ..cloud.gke import GkeAdapter
+    from ..cloud.iam import IamAdapter
     from ..cloud.kube import KubeAdapter
     from ..cloud.lustre import LustreAdapter
     from ..cloud.network import NetworkAdapter
@@ -85,6 +86,13 @@ class Context:
 
         return self._get("gke", lambda: GkeAdapter(self.endpoints, self.cfg.project_id,
                                                     self.cfg.region, self.cfg.cluster_name))
+
+    @property
+    def iam(self) -> IamAdapter:
+        """IAM and Resource Manager's policies, for the budget guard's account (plan/guard.py)."""
+        from ..cloud.iam import IamAdapter
+
+        return self._get("iam", lambda: IamAdapter(self.endpoints, self.cfg.project_id))
 
     @property
     def network(self) -> NetworkAdapter:

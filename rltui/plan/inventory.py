@@ -29,6 +29,7 @@ from ..cloud.rayhealth import has_head_condition, pod_selector, raycluster_healt
 from ..names import blueprint_names
 from . import leftovers, xpkstate
 from .context import Context
+from .guard import guard_account, is_rltuis
 from .ownership import (
     address_marked,
     cluster_marked,
@@ -161,11 +162,11 @@ async def _gather(ctx: Context, *, with_job: bool, compute: Forked | None = None
     reads_call = asyncio.ensure_future(compute.result(here) if compute is not None else here())
     region = cfg.region
     try:
-        (cluster, clusters, reads, lustre_all, peering, (kube_objects, job, nodes)
+        (cluster, clusters, reads, lustre_all, peering, (kube_objects, job, nodes), (email, account)
          ) = await asyncio.gather(
             cluster_call, ctx.gke.list(), reads_call, ctx.lustre.list(),
             _peering(ctx, cfg.network, reads_call),
-            _kubernetes(ctx, cluster_call, creds_call, with_job))
+            _kubernetes(ctx, cluster_call, creds_call, with_job), guard_account(ctx))
     finally:
         for call in (cluster_call, creds_call, reads_call):
             _drop(call)
@@ -182,6 +183,10 @@ async def _gather(ctx: Context, *, with_job: bool, compute: Forked | None = None
                     created=cluster.create_time if cluster else "", gpu_nodes=gpu_nodes)]
     if cluster is not None and not ours:
         out[0] = replace(out[0], hand_delete=hand_delete("GKE cluster", cfg.cluster_name, cfg))
+    # Its node pools, each a row of its own: a GPU pool the budget guard deleted shows absent.
+    out += [_owned(cfg, Resource("GKE node pool", str(p.name), p.status.name.lower(), ours,
+                                 detail=f"{p.config.machine_type}, {words.count(_pool_nodes(p), 'node')}"))
+            for p in (cluster.node_pools if cluster is not None else ())]
     names = {n.name for n in networks}
     parts = [_owned(cfg, Resource("VPC network", name, "present" if name in names else "absent",
                                   ours)) for name in blueprint.networks]
@@ -208,8 +213,16 @@ async def _gather(ctx: Context, *, with_job: bool, compute: Forked | None = None
                                     detail=f"{inst.capacity_gib} GiB" if inst else "",
                                     created=_rfc3339(getattr(inst, "create_time", None)))))
     out += [_owned(cfg, r) for r in kube_objects]
+    out.append(_owned(cfg, Resource("Service account", email, "present" if account else "absent",
+                                    is_rltuis(account), detail="the budget guard's" if account else "")))
     out += _leaks(ctx, clusters, networks, lustre_all, routers, nat_ips)
     return out, job
+
+
+def _pool_nodes(pool: Any) -> int:
+    """A container.v1 NodePool's nodes: initial_node_count per zone of its locations (the
+    count NodePool keeps; rltui/cost.py `pool_gpu_nodes` reads it the same way)."""
+    return int(pool.initial_node_count) * max(1, len(pool.locations))
 
 
 def _node_count(cfg: Any, cluster: Any, nodes: list[dict[str, Any]] | None

@@ -226,13 +226,17 @@ class Submitted:
 
 
 async def submit_job(ctx: Context, *, resume: bool, recover: bool = True,
-                     new_folder: bool = False) -> Submitted:
+                     new_folder: bool = False, down_after: str | None = None,
+                     max_cost_usd: float | None = None) -> Submitted:
     """Write the job folder (run script, runtime env, .rayignore) and submit it to Ray's job
     API through the dashboard; HF_TOKEN is required only where the job downloads the model.
     With `recover`, a supervisor on the cluster then watches it and resubmits it after a
     preemption (plan/supervision.py); without, the job is on its own, as `ray job submit` is.
     The checkpoint folder is chosen from what the Lustre volume holds (checkpoint_dir_for); an
-    existing one with checkpoints and neither `resume` nor `new_folder` raises FolderChoice."""
+    existing one with checkpoints and neither `resume` nor `new_folder` raises FolderChoice.
+    `down_after` ("gpus") and `max_cost_usd` put a budget guard in the supervisor: its account
+    and pools are made ready first (plan/guard.py), so a guard that cannot be had is refused
+    before the job goes in."""
     from .. import manifests
     from ..cloud.errors import CloudError
     from ..cloud.rayjobs import RayJobs, new_submission_id
@@ -242,6 +246,15 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True,
     problems = submit_problems(cfg, ctx.endpoints.downloads_models)
     if problems:
         raise Refused("\n".join(str(p) for p in problems))
+    guard, guard_note = None, ""
+    if down_after is not None or max_cost_usd is not None:
+        if not recover:
+            flag = "--down-after" if down_after is not None else "--max-cost"
+            raise Refused(f"{flag}: the budget guard runs in the job's supervisor, which --no-recover leaves"
+                          " out: drop one of them")
+        from .guard import prepare_guard
+
+        guard, guard_note = await prepare_guard(ctx, down_after=down_after, max_cost_usd=max_cost_usd)
     jobs = job_records(ctx)
     plan = checkpoint_dir_for(cfg, jobs, await ask_volume(ctx, cfg.checkpoint_dir), resume=resume,
                               new_folder=new_folder)
@@ -269,8 +282,10 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True,
         try:
             started = await start_supervisor(ctx, job_id, manifests.job_files(run_cfg), entrypoint=ENTRYPOINT,
                                              runtime_env=runtime_env, metadata=metadata,
-                                             submitted_at=submitted_at)
+                                             submitted_at=submitted_at, guard=guard)
             supervised = True
+            if guard_note:
+                notes.append(guard_note + ("" if started.running else "; on once the supervisor runs"))
             if started.running:
                 notes.append("recovery is on: a supervisor on the cluster resubmits it after a preemption"
                              " (from the newest checkpoint); --no-recover submits without one")
@@ -278,7 +293,8 @@ async def submit_job(ctx: Context, *, resume: bool, recover: bool = True,
                 notes.append(f"recovery is NOT on yet: the job's supervisor does not run ({started.why});"
                              " it takes over once its pod runs (`rltui status` says when)")
         except CloudError as exc:
-            notes.append(f"the job runs WITHOUT recovery: its supervisor could not be made ({exc.message})")
+            notes.append(f"the job runs WITHOUT recovery: its supervisor could not be made ({exc.message})"
+                         + ("; nor the budget guard, which runs in it" if guard else ""))
     remember_job(ctx, JobRecord(job_id, checkpoint_dir, str(job_dir), submitted_at, supervised))
     return Submitted(job_id, job_dir, checkpoint_dir, notes, plan.resume_from)
 
@@ -349,7 +365,8 @@ async def follow_logs(ctx: Context, on_text: Callable[[str], Any], job_id: str |
         return final
     finally:  # also when interrupted: the steps seen so far are kept
         if rec is not None:
-            rec.finish(final, _attempts(run, wanted, final) if final else None)
+            rec.finish(final, _attempts(run, wanted, final) if final else None,
+                       events=run.events if run is not None else None)
 
 
 async def job_logs(ctx: Context, job_id: str | None = None) -> str:
@@ -416,9 +433,16 @@ async def job_summary(ctx: Context) -> dict[str, Any] | None:
         if run is None:
             return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None,
                     "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
-        summary = {"id": run.latest.id, "status": run.status, "step": run.step, "total_steps": run.total_steps,
-                   "message": run.message, "recovery": run.recovery_line(),
-                   "attempts": [a.as_json() for a in run.attempts]}
+        summary: dict[str, Any] = {"id": run.latest.id, "status": run.status, "step": run.step,
+                                   "total_steps": run.total_steps, "message": run.message,
+                                   "recovery": run.recovery_line(),
+                                   "attempts": [a.as_json() for a in run.attempts]}
+        if run.events:  # what happened, for `status --json` (oncluster/events.py)
+            summary["events"] = run.events
+        if run.guard:
+            from .guard import guard_summary
+
+            summary["guard"] = guard_summary(run.guard)
         if not run.final:  # recovery is on only while its supervisor runs
             from .supervision import supervisor_running
 

@@ -110,6 +110,9 @@ def hand_delete(kind: str, name: str, cfg: Any, *, region: str = "", router: str
                         "--service=servicenetworking.googleapis.com",
                         f"--network={network or cfg.network}"],
         "Lustre instance": ["lustre", "instances", "delete", name, f"--location={cfg.zone}"],
+        "GKE node pool": ["container", "node-pools", "delete", name, f"--cluster={cfg.cluster_name}",
+                          f"--region={region}"],
+        "Service account": ["iam", "service-accounts", "delete", name],
     }
     if kind in gcloud:
         return join(["gcloud", *gcloud[kind], p, "--quiet"])

@@ -247,6 +247,8 @@ class Runner:
         if unknown:
             raise ValueError(f"unknown step(s): {', '.join(unknown)}")
         wanted = _closure(targets if targets is not None else self._order, self._deps[mode])
+        if mode == "up":  # what another command makes is not up's (Step.made_by_up)
+            wanted = {n for n in wanted if self._steps[n].made_by_up}
         self._busy = True
         try:
             return await self._run_plan(mode, wanted)
@@ -263,7 +265,9 @@ class Runner:
         self._record = RunRecord(mode=mode, outcome="running", started_at=now, updated_at=now)
         for name in self._order:
             if name not in wanted:
-                self._set_state(self._tracks[name], S.SKIPPED, "not part of this run", save=False)
+                self._set_state(self._tracks[name], S.SKIPPED,
+                                self._steps[name].up_words if mode == "up" and not self._steps[name].made_by_up
+                                else "not part of this run", save=False)
         self._save()
         tasks = [asyncio.create_task(self._step_task(self._tracks[n], mode), name=f"step:{n}")
                  for n in self._plan]
@@ -512,7 +516,7 @@ class Runner:
         mode = mode or self._mode
         if mode not in _OK:
             raise ValueError(f"mode must be 'up' or 'down', not {mode!r}")
-        plan = list(self._order) if fresh else self._plan
+        plan = [n for n in self._order if mode == "down" or self._steps[n].made_by_up] if fresh else self._plan
         tracks = {n: _Track(self._steps[n]) for n in plan} if fresh else self._tracks
         deps, ok, now = self._deps[mode], _OK[mode], self._clock()
         dead: set[str] = set()

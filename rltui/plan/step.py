@@ -162,6 +162,10 @@ class Step:
     connects: bool = False   # a local connection (kubeconfig, port-forward): nothing in the cloud
     destroy_needs: tuple[str, ...] | None = None     # default: every step that needs this one
     destroyable: bool = True                         # False: down leaves it (enabled APIs)
+    # False: up does not make it (another command does: the budget guard's account, made by
+    # `submit`); up skips it with `up_words`, while probing the plan and down still see it.
+    made_by_up: bool = True
+    up_words: str = ""
     # Down: steps to let finish first, whatever their outcome (a failure does not block this).
     destroy_after: tuple[str, ...] = ()
     max_attempts: int | None = None                  # fewer tries than the runner's policy

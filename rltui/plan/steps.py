@@ -14,6 +14,9 @@ control plane (Kubernetes objects, not GKE operations: steps_kube.py); nothing t
 the GKE cluster runs while xpk does (the addons wait for its exit: AddonsStep), and every wait
 on what xpk makes ends as soon as no xpk is at work (ContextStep.wait_for_xpk).
 
+Beside them, guard_account (after enable_apis): the budget guard's service account, which
+`rltui submit --down-after/--max-cost` makes; up skips it, down removes it (steps_guard.py).
+
 Down runs the graph backwards: the RayCluster and the other Kubernetes objects, the Lustre
 instance, the peering, the IP range and rltui's firewall rule, then `xpk cluster delete` while
 the cluster still exists (xpk_cluster's row: the cluster and its whole blueprint), then
@@ -32,6 +35,7 @@ from .step import Step
 from .steps_addons import AddonsStep, gke_version
 from .steps_base import ContextStep, _gke_lock
 from .steps_cluster import CredentialsStep, EnableApisStep, XpkClusterStep
+from .steps_guard import GuardAccountStep
 from .steps_kube import DashboardStep, PvPvcStep, RayClusterStep, SecretStep
 from .steps_lustre import IpRangeStep, LustreFirewallStep, LustreInstanceStep, NetworkReadyStep, PeeringStep
 
@@ -42,6 +46,7 @@ __all__ = [
     "CredentialsStep",
     "DashboardStep",
     "EnableApisStep",
+    "GuardAccountStep",
     "IpRangeStep",
     "LustreFirewallStep",
     "LustreInstanceStep",
@@ -60,7 +65,7 @@ __all__ = [
 STEP_TYPES: tuple[type[ContextStep], ...] = (
     EnableApisStep, XpkClusterStep, NetworkReadyStep, IpRangeStep, PeeringStep,
     LustreInstanceStep, LustreFirewallStep, AddonsStep, CredentialsStep, SecretStep, PvPvcStep,
-    RayClusterStep, DashboardStep,
+    RayClusterStep, DashboardStep, GuardAccountStep,
 )
 
 

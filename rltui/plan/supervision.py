@@ -29,11 +29,23 @@ class Attempt:
     lost_steps: int | None = None
     recover_s: float | None = None
     ended_reason: str = ""
+    # The stall watchdog's record (oncluster/watchdog.py): step, what ("no new step for 4:10
+    # (4 x median 1:02)"), silent_s, allowance_s, median_s, k, the log's last lines; None: no stall.
+    stalled: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "reason": self.reason, "resumed_from_step": self.resumed_from_step,
-                "status": self.status, "first_step": self.first_step, "last_step": self.last_step,
-                "lost_steps": self.lost_steps, "recover_s": self.recover_s}
+        out = {"id": self.id, "reason": self.reason, "resumed_from_step": self.resumed_from_step,
+               "status": self.status, "first_step": self.first_step, "last_step": self.last_step,
+               "lost_steps": self.lost_steps, "recover_s": self.recover_s}
+        if self.stalled is not None:
+            out["stalled"] = {k: v for k, v in self.stalled.items() if k not in ("why", "stop_sent_at")}
+        return out
+
+    def stall_line(self) -> str:
+        """`stalled at step 7: no new step for 4:10 (4 x median 1:02)`, or "" without a stall."""
+        if self.stalled is None:
+            return ""
+        return f"stalled at step {self.stalled.get('step', '?')}: {self.stalled.get('what') or 'no new step'}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,9 @@ class RunState:
     saved_step: int | None = None
     waiting: str = ""
     attempts: list[Attempt] = field(default_factory=list)
+    guard: dict[str, Any] = field(default_factory=dict)  # the budget guard's (oncluster/guard.py)
+    # What happened, oldest first (oncluster/events.py): {kind, at, run, attempt, step, text, spend_usd}
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def latest(self) -> Attempt:
@@ -58,13 +73,18 @@ class RunState:
         return self.status in FINAL
 
     def recovery_line(self) -> str:
-        """`recovering: ...` while one goes on, else `preempted at step 9, resumed from step 8 in
-        3:10` for the newest recovery, else ""."""
+        """`recovering: ...` while one goes on; a stalled attempt being stopped; else the newest
+        recovery: `preempted at step 9, resumed from step 8 in 3:10`, or `stalled at step 7: no
+        new step for 4:10 (4 x median 1:02); resumed from step 6 in 0:12`; else ""."""
         if self.status == "RECOVERING":
             return f"recovering: {self.message}" + (f" ({self.waiting})" if self.waiting else "")
+        if self.latest.stalled is not None and not self.final:
+            return f"{self.latest.stall_line()}; stopping it to resume from step {self.saved_step or 0}"
         for earlier, later in reversed(list(zip(self.attempts, self.attempts[1:], strict=False))):
             at = earlier.last_step if earlier.last_step is not None else "?"
             took = "" if later.recover_s is None else f" in {_clock(later.recover_s)}"
+            if earlier.stalled is not None:
+                return f"{earlier.stall_line()}; resumed from step {later.resumed_from_step}{took}"
             return f"preempted at step {at}, resumed from step {later.resumed_from_step}{took}"
         return ""
 
@@ -83,12 +103,15 @@ def parse_state(run: str, data: dict[str, str]) -> RunState:
                         resumed_from_step=int(a.get("resumed_from_step") or 0), status=str(a.get("status") or ""),
                         first_step=a.get("first_step"), last_step=a.get("last_step"),
                         lost_steps=a.get("lost_steps"), recover_s=a.get("recover_s"),
-                        ended_reason=str(a.get("ended_reason") or ""))
+                        ended_reason=str(a.get("ended_reason") or ""),
+                        stalled=dict(a["stalled"]) if isinstance(a.get("stalled"), dict) else None)
                 for a in state.get("attempts") or [] if isinstance(a, dict)]
     return RunState(run=run, status=str(state.get("status") or "RUNNING"), message=str(state.get("message") or ""),
                     step=state.get("step"), total_steps=state.get("total_steps"),
                     saved_step=state.get("saved_step"), waiting=str(state.get("waiting") or ""),
-                    attempts=attempts or [Attempt(run, "submitted", 0)])
+                    attempts=attempts or [Attempt(run, "submitted", 0)],
+                    guard=dict(state["guard"]) if isinstance(state.get("guard"), dict) else {},
+                    events=[dict(e) for e in state.get("events") or [] if isinstance(e, dict)])
 
 
 @dataclass(frozen=True)
@@ -101,18 +124,34 @@ class SupervisorStart:
 
 async def start_supervisor(ctx: Context, job_id: str, files: dict[str, str], *, entrypoint: str,
                            runtime_env: dict[str, Any], metadata: dict[str, str],
-                           submitted_at: float) -> SupervisorStart:
+                           submitted_at: float, guard: dict[str, Any] | None = None) -> SupervisorStart:
     """Apply the supervisor's objects for the run whose first attempt is `job_id`, then wait
-    (bounded) until its Deployment is Available: recovery is on only once its pod runs."""
+    (bounded) until its Deployment is Available: recovery is on only once its pod runs.
+    `guard`: the budget guard's settings (plan/guard.py), which the supervisor then runs."""
     spec = ms.run_spec(ctx.cfg, job_id, entrypoint=entrypoint, runtime_env=runtime_env, metadata=metadata,
-                       submitted_at=submitted_at, time_scale=ctx.endpoints.time_scale)
+                       submitted_at=submitted_at, time_scale=ctx.endpoints.time_scale, guard=guard)
     kube = await ctx.kube()
+    await apply_notify_secret(kube, ctx.cfg)
     for obj in ms.supervisor_objects(ctx.cfg, job_id, spec, files):
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == ms.run_configmap(job_id):
             if await kube.get("configmaps", obj["metadata"]["name"]) is not None:
                 continue  # a re-run of the same submit: never overwrite the supervisor's record
         await kube.apply(obj)
     return await supervisor_running(ctx, job_id, max(5.0, ms.START_WAIT_S * ctx.endpoints.time_scale))
+
+
+async def apply_notify_secret(kube: Any, cfg: Any) -> None:
+    """NOTIFY_WEBHOOK as env.sh has it now, into the supervisors' Secret (mounted in their pods
+    only: manifests_supervisor.NOTIFY_VOLUME); deleted when env.sh sets none, so a webhook taken
+    out of env.sh gets no more posts. Built in memory; only its labels are read back."""
+    secret = ms.notify_secret(cfg)
+    if secret is not None:
+        await kube.apply(secret)
+        return
+    found = await kube.get("secrets", ms.NOTIFY_SECRET)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if found is not None and labels.get(ms.ROLE_LABEL) == ms.NAME:  # rltui's own, by its mark
+        await kube.delete("secrets", ms.NOTIFY_SECRET, wait=False)
 
 
 async def supervisor_running(ctx: Context, job_id: str, timeout_s: float) -> SupervisorStart:
@@ -253,7 +292,7 @@ async def remove_supervisors(ctx: Context, out: Callable[[str], None]) -> None:
         if not await kube.list("pods", SUPERVISOR_SELECTOR):
             break
         await asyncio.sleep(1.0)
-    for kind in ("rolebindings", "roles", "configmaps"):
+    for kind in ("rolebindings", "roles", "clusterrolebindings", "clusterroles", "configmaps", "secrets"):
         for obj in await kube.list(kind, SUPERVISOR_SELECTOR):
             await kube.delete(kind, obj["metadata"]["name"], wait=False)
     if await kube.get("serviceaccounts", ms.NAME) is not None:

@@ -25,8 +25,11 @@ class PlanView:
 
 
 def plan_view(runner: Any, time_scale: float = 1.0) -> PlanView:
-    return PlanView(tuple(runner.snapshot()), tuple(runner.critical_path()), runner.eta_s(),
-                    bool(runner.busy), time_scale)
+    """The steps up makes (Step.made_by_up: the budget guard's account is submit's, and only
+    a teardown row), with the critical path and the ETA."""
+    made = {step.name for step in runner.steps if step.made_by_up}
+    return PlanView(tuple(v for v in runner.snapshot() if v.name in made), tuple(runner.critical_path()),
+                    runner.eta_s(), bool(runner.busy), time_scale)
 
 
 def on_gke(seconds: float | None, time_scale: float) -> str:

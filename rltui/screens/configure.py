@@ -54,6 +54,7 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
 ]
 FIELDS = [name for _g, fields in GROUPS for name, _w in fields]
 WHAT = {name: what for _g, fields in GROUPS for name, what in fields}
+FORM_SECRETS = [name for name in FIELDS if name in SECRET_FIELDS]  # NOTIFY_WEBHOOK: env.sh only
 NUMERIC = {"NUM_NODES", "GPUS_PER_NODE", "LUSTRE_CAPACITY"}
 CHOICES = {
     "DEVICE_TYPE": [(f"{d.name}  {d.machine_type}", d.name) for d in DEVICE_TYPES.values()],
@@ -309,7 +310,7 @@ class ConfigureScreen(WizardScreen):
         assert self._state is not None
         cluster = values["CLUSTER_NAME"] or "CLUSTER_NAME"
         self.field("NETWORK_NAME").set_placeholder(f"{cluster}-net-0")
-        for name in SECRET_FIELDS:
+        for name in FORM_SECRETS:
             kept = self._state.secrets_set.get(name)
             self.field(name).set_placeholder("kept from env.sh; type to replace" if kept
                                              else "paste it here")
@@ -396,7 +397,7 @@ class ConfigureScreen(WizardScreen):
         except (OSError, ValueError) as exc:  # e.g. a read-only folder: keep the edits
             self.notify(str(exc).splitlines()[0][:300], title="Not saved", severity="error")
             return False
-        for name in SECRET_FIELDS:  # saved: the field goes back to "set"
+        for name in FORM_SECRETS:  # saved: the field goes back to "set"
             self.field(name).value = ""
         return True
 

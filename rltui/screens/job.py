@@ -25,7 +25,17 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from .. import manifests
-from ..config import ALIASES, SECRET_FIELDS, ConfigError, Problem, RLConfig, check_field, parse_config, submit_problems
+from ..config import (
+    ALIASES,
+    JOB_SECRET_FIELDS,
+    SECRET_FIELDS,
+    ConfigError,
+    Problem,
+    RLConfig,
+    check_field,
+    parse_config,
+    submit_problems,
+)
 from ..joblog import TrainingStep
 from ..seam import JobStatusUpdate
 from ..session import ConfigState
@@ -220,7 +230,7 @@ class JobScreen(WizardScreen):
             value = self.field(name).value
             values[name] = "" if name == "WANDB_ENABLED" and value == AUTO else value
         if self._state:
-            for name in SECRET_FIELDS:
+            for name in JOB_SECRET_FIELDS:  # stand-ins; NOTIFY_WEBHOOK stays as env.sh has it
                 values[name] = "set" if self._state.secrets_set.get(name) else ""
         return values
 
@@ -307,7 +317,7 @@ class JobScreen(WizardScreen):
         changes = len(self.changes())
         if changes:
             text.append(f" · {changes} unsaved (Submit saves them)", style="bold")
-        for name in sorted(SECRET_FIELDS):
+        for name in sorted(JOB_SECRET_FIELDS):
             text.append(f" · {name} ", style="dim")
             text.append("set" if state.secrets_set.get(name) else "not set")
         self.query_one("#job-summary", Static).update(text)

@@ -25,6 +25,7 @@ class JobSummary(TypedDict):
     status: str | None
     job_id: str | None
     recovery: str
+    guard: str
     step: tuple[int, int] | None  # (step, total_steps) of the step running now
     reward: float | None
     reward_delta: float | None
@@ -64,10 +65,13 @@ class JobStrip(Widget):
         self._records: dict[int, TrainingStep] = {}
         self._last: TrainingStep | None = None   # the step running now (a rerun may go back)
         self.recovery = ""  # "preempted at step 9, resumed from step 8 in 3:10"
+        self.guard = ""  # "guard: deletes GPU pool np-gpu when the run ends; spent ~$412 of $500"
+        self.guard_short = ""  # "guard: ~$412 of $500; GPUs go at end" (a narrow strip's)
 
     def set_status(self, status: JobStatusUpdate) -> None:
         if status.reset:   # a new job, or none after teardown: nothing of the old one
-            self.job_id, self.status, self.recovery = status.id, status.status or None, ""
+            self.job_id, self.status, self.recovery, self.guard = status.id, status.status or None, "", ""
+            self.guard_short, self.tooltip = "", None
             self._records.clear()
             self._last = None
             self.refresh()
@@ -79,6 +83,9 @@ class JobStrip(Widget):
         self.status = status.status or self.status
         if status.recovery is not None:  # the supervisor's word on the newest preemption, or ""
             self.recovery = status.recovery
+        if status.guard is not None:  # the budget guard's line, or ""
+            self.guard, self.guard_short = status.guard, status.guard_short
+            self.tooltip = self.guard or None  # whole, where the strip shows the short form
         self.refresh()
 
     def add_records(self, records: list[TrainingStep]) -> None:
@@ -104,7 +111,7 @@ class JobStrip(Widget):
         reward = rewards[-1] if rewards else None
         delta = rewards[-1] - rewards[-2] if len(rewards) > 1 else None
         return {
-            "status": self.status, "job_id": self.job_id, "recovery": self.recovery,
+            "status": self.status, "job_id": self.job_id, "recovery": self.recovery, "guard": self.guard,
             "step": (current.step, current.total_steps) if current else None,
             "reward": reward, "reward_delta": delta,
             "step_time_s": times[-1] if times else None,
@@ -142,6 +149,12 @@ class JobStrip(Widget):
             if len(recovery) > self.size.width:  # 43 columns at 80x24: drop the word "step"
                 recovery = recovery.replace("at step ", "at ").replace("from step ", "from ")
             trends.append(Text(recovery, style=self.get_component_rich_style("strip--busy")))
+        if s["guard"]:  # beside the recovery line: what the guard will do, what was spent
+            guard = str(s["guard"])
+            if len(guard) > self.size.width and self.guard_short:  # 43 columns at 80x24
+                guard = self.guard_short
+            trends.append(Text(guard, style=self.get_component_rich_style(
+                "strip--bad" if "FAILED" in guard else "strip--busy")))
         if s["rewards"]:
             trends.append(Text("reward ", style=label).append(sparkline(s["rewards"])))
         if s["step_times"]:

@@ -38,7 +38,8 @@ from typing import Any, Callable
 
 from google.cloud import container_v1, lustre_v1
 
-from rltui import manifests
+from rltui import manifests, manifests_supervisor
+from rltui.plan import guard as plan_guard
 from rltui.cloud.endpoints import Endpoints
 from rltui.cloud.errors import CloudError
 from rltui.cloud.gke import GkeAdapter
@@ -901,6 +902,67 @@ class FakeGke:
         self.cloud._operation("DELETE_CLUSTER", "", time.time())
 
 
+class FakeIam:
+    """rltui.cloud.iam.IamAdapter's methods (the budget guard's account and the two policies):
+    accounts by email, policies as IAM's JSON with an etag that changes on every write; a
+    write with a stale etag is refused as IAM does (409 ABORTED), and the read-modify-write
+    helpers read again."""
+
+    def __init__(self, cloud: FakeCloud) -> None:
+        self.cloud = cloud
+        self.accounts: dict[str, dict[str, Any]] = {}
+        self.policies: dict[str, dict[str, Any]] = {"project": {"version": 1, "etag": "BwE0", "bindings": []}}
+
+    def email(self, account_id: str) -> str:
+        return f"{account_id}@{self.cloud.cfg.project_id}.iam.gserviceaccount.com"
+
+    def seed_account(self, account_id: str, description: str) -> None:
+        """An account as `rltui submit --down-after` leaves it: made, with its project role."""
+        email = self.email(account_id)
+        self.accounts[email] = {"email": email, "displayName": "rltui budget guard", "description": description}
+        self.policies[email] = {"version": 1, "etag": "BwE0", "bindings": []}
+        self.policies["project"]["bindings"].append({"role": plan_guard.GUARD_ROLE,
+                                                     "members": [f"serviceAccount:{email}"]})
+
+    async def account(self, email: str) -> dict[str, Any] | None:
+        await self.cloud.enter("iam.get")
+        found = self.accounts.get(email)
+        return None if found is None else dict(found)
+
+    async def create_account(self, account_id: str, *, display_name: str, description: str) -> dict[str, Any]:
+        await self.cloud.enter("iam.create")
+        email = self.email(account_id)
+        self.accounts.setdefault(email, {"email": email, "displayName": display_name, "description": description})
+        self.policies.setdefault(email, {"version": 1, "etag": "BwE0", "bindings": []})
+        return dict(self.accounts[email])
+
+    async def delete_account(self, email: str) -> bool:
+        await self.cloud.enter("iam.delete")
+        self.policies.pop(email, None)
+        return self.accounts.pop(email, None) is not None
+
+    async def _change(self, key: str, change: Callable[[dict[str, Any]], bool]) -> bool:
+        policy = copy.deepcopy(self.policies[key])
+        if not change(policy):
+            return False
+        if policy.get("etag") != self.policies[key].get("etag"):
+            raise CloudError("409 ABORTED", transient=True, code="Aborted")
+        policy["etag"] = f"BwE{int(str(policy['etag'])[3:] or 0) + 1}"
+        self.policies[key] = policy
+        return True
+
+    async def project_policy(self) -> dict[str, Any]:
+        return copy.deepcopy(self.policies["project"])
+
+    async def change_project_policy(self, change: Callable[[dict[str, Any]], bool]) -> bool:
+        await self.cloud.enter("iam.project_policy")
+        return await self._change("project", change)
+
+    async def change_account_policy(self, email: str, change: Callable[[dict[str, Any]], bool]) -> bool:
+        await self.cloud.enter("iam.account_policy")
+        return await self._change(email, change)
+
+
 class FakeLustre:
     """rltui.cloud.lustre.LustreAdapter's methods the steps call: CREATING -> ACTIVE after
     `lustre_s`, DELETING -> gone after `op_s`; a late create failure lives in its operation."""
@@ -1048,10 +1110,18 @@ class FakeKube:
                    field_selector: str | None = None) -> list[dict]:
         await self._enter("kube.list")
         k = kind_of(kind)
-        want = dict(p.split("=", 1) for p in (label_selector or "").split(",") if p)
+        # Equality terms (`a=b,c=d`) or one set-based term (`a in (x,y)`), as the API server reads them.
+        selector = label_selector or ""
+        within: tuple[str, set[str]] | None = None
+        if " in (" in selector:
+            key, _, values = selector.partition(" in (")
+            within, selector = (key.strip(), set(values.rstrip(")").split(","))), ""
+        want = dict(p.split("=", 1) for p in selector.split(",") if p)
         out = []
         for (plural, _), obj in sorted(self.cloud.objects.items()):
             labels = obj.get("metadata", {}).get("labels") or {}
+            if within is not None and labels.get(within[0]) not in within[1]:
+                continue
             if plural == k.plural and all(labels.get(a) == b for a, b in want.items()):
                 out.append(_redact(k, copy.deepcopy(obj)))
         return out
@@ -1165,7 +1235,8 @@ def fake_context(cfg: RLConfig, tmp_path: Path, *, time_scale: float = 1e-4) -> 
     endpoints = Endpoints(label="FAKE", tool_dirs=(bin_dir,),
                           tool_env={"FAKE_XPK_DIR": str(ctl)}, time_scale=time_scale)
     cloud = FakeCloud(cfg, ctl)
-    adapters = {"network": FakeNetwork(cloud), "gke": FakeGke(cloud), "lustre": FakeLustre(cloud)}
+    adapters = {"network": FakeNetwork(cloud), "gke": FakeGke(cloud), "lustre": FakeLustre(cloud),
+                "iam": FakeIam(cloud)}
     return FakeContext(cfg, endpoints, root=tmp_path / "state", _adapters=adapters, cloud=cloud)
 
 
@@ -1202,6 +1273,9 @@ SEEDS: dict[str, Callable[[FakeContext], None]] = {
     "pv_pvc": _seed_pv_pvc,
     "raycluster": _seed_raycluster,
     "dashboard": lambda ctx: None,        # local: a port-forward
+    # Made by `rltui submit --down-after/--max-cost` (plan/guard.py), not by up.
+    "guard_account": lambda ctx: ctx._adapters["iam"].seed_account(
+        manifests_supervisor.guard_account_id(ctx.cfg), plan_guard.description(ctx.cfg)),
 }
 
 
@@ -1226,6 +1300,7 @@ __all__ = [
     "FakeCloud",
     "FakeContext",
     "FakeGke",
+    "FakeIam",
     "FakeKube",
     "FakeLustre",
     "FakeNetwork",

@@ -29,7 +29,8 @@ TITLES = {
                      " (what is left)",
     "lustre_firewall": f"Firewall rule {NET}-allow-lustre-traffic",
     "enable_apis": "Enabled APIs", "addons": "Addons (RayOperator + Lustre CSI)",
-    "credentials": "Cluster credentials", "dashboard": "Ray dashboard port-forward"}
+    "credentials": "Cluster credentials", "dashboard": "Ray dashboard port-forward",
+    "guard_account": "Service account rltui-guard-5cafcd91 (the budget guard's)"}
 
 
 def codelab_config(**extra: str) -> RLConfig:

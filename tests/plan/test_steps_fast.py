@@ -167,6 +167,20 @@ def _raycluster_made(cloud: FakeCloud, ctx: FakeContext) -> None:
                                           "ray-a4-gpu-spot-worker-2"]
 
 
+def _guard_account_made(cloud: FakeCloud, ctx: FakeContext) -> None:
+    """Marked rltui's, and given one role on the project."""
+    iam = ctx._adapters["iam"]
+    (email,) = iam.accounts
+    assert email.startswith("rltui-guard-") and iam.accounts[email]["description"].startswith("managed-by=rltui")
+    assert iam.policies["project"]["bindings"] == [{"role": "roles/container.clusterAdmin",
+                                                     "members": [f"serviceAccount:{email}"]}]
+
+
+def _guard_account_gone(cloud: FakeCloud, ctx: FakeContext) -> None:
+    iam = ctx._adapters["iam"]
+    assert iam.accounts == {} and iam.policies["project"]["bindings"] == []
+
+
 @dataclass(frozen=True)
 class Case:
     tool: str                         # the codelab's tool its command() runs
@@ -240,6 +254,9 @@ CASES: dict[str, Case] = {
                        gone=lambda c, _: not (c.kube_objects("rayclusters")
                                               or c.kube_objects("pods"))
                        or pytest.fail("RayCluster or its pods left")),
+    # Made by `rltui submit --down-after/--max-cost`, never by up (Step.made_by_up).
+    "guard_account": Case("gcloud", creates=True, destroyable=True, made=_guard_account_made,
+                          gone=_guard_account_gone, note=r"roles/container.clusterAdmin on project"),
     "dashboard": Case("kubectl", creates=False, destroyable=False,
                       note=r"^the dashboard answers; to open it by hand: kubectl port-forward"
                            r" service/\S+-head-svc 8265:8265$"),

@@ -26,7 +26,7 @@ def _from_the_plan() -> list[tuple[str, str, tuple[str, ...], float, str]]:
 
     env = Path(__file__).resolve().parents[1] / "data" / "env" / "devrel-demos.env.sh"
     ctx = Context(parse_config(EnvFile.read(env).values()), Endpoints(label="SANDBOX"), root=STATE)
-    steps = {s.name: s for s in build_plan(ctx)}
+    steps = {s.name: s for s in build_plan(ctx) if s.made_by_up}  # what Provision lists (plan_view)
     order = ("enable_apis", "xpk_cluster", "addons", "network_ready", "ip_range", "peering",
              "lustre_instance", "lustre_firewall", "credentials", "secret", "pv_pvc", "raycluster",
              "dashboard")

@@ -7,7 +7,7 @@ import pytest
 
 HEAVY = ("textual", "grpc", "google", "kubernetes", "ray")
 PURE = ["rltui.config", "rltui.names", "rltui.cost", "rltui.envfile", "rltui.latency", "rltui.plan", "rltui.manifests", "rltui.script", "rltui.joblog", "rltui.saves",
-        "rltui.report", "rltui.cli", "rltui.runs", "rltui.cloud.rayjobs"]
+        "rltui.report", "rltui.cli", "rltui.runs", "rltui.cloud.rayjobs", "rltui.notify"]
 
 
 @pytest.mark.parametrize("module", PURE)

@@ -16,7 +16,8 @@ from rltui.script import equivalent_script
 
 CODELAB = Path(__file__).parent.parent / "data" / "codelab"
 TOKEN, WANDB = "hf_" + "Secr3t" * 6, "wandb" + "K3y" * 10
-ENV = {"PROJECT_ID": "team-rl-sandbox-42", "HF_TOKEN": TOKEN, "WANDB_API_KEY": WANDB}
+HOOK = "https://hooks.slack.com/services/T0000/B0000/" + "W3bh00k" * 4   # NOTIFY_WEBHOOK: a secret too
+ENV = {"PROJECT_ID": "team-rl-sandbox-42", "HF_TOKEN": TOKEN, "WANDB_API_KEY": WANDB, "NOTIFY_WEBHOOK": HOOK}
 
 
 @pytest.fixture
@@ -128,12 +129,29 @@ def test_the_wandb_key_file_is_a_netrc_wandb_finds(cfg, tmp_path):
 
 
 def test_no_written_file_and_no_script_carries_a_secret(cfg):
+    from rltui import manifests_supervisor as ms
+
     texts = list(manifests.codelab_files(cfg, "10.90.0.2").values()) + [equivalent_script(cfg)]
+    texts += list(manifests.job_files(cfg).values())
+    assert "W3bh00k" not in json.dumps(manifests.job_secret(cfg))   # the Ray pods' Secret: tokens only
     for text in texts:
-        assert TOKEN not in text and WANDB not in text
+        assert TOKEN not in text and WANDB not in text and HOOK not in text and "W3bh00k" not in text
     for fingerprints in (False, True):
         env = json.dumps(manifests.runtime_env(cfg, fingerprints=fingerprints))
-        assert "HF_TOKEN\"" not in env and TOKEN not in env and WANDB not in env
+        assert "HF_TOKEN\"" not in env and TOKEN not in env and WANDB not in env and HOOK not in env
+    # NOTIFY_WEBHOOK is the supervisor's alone: its own Secret (in memory), mounted in its pod
+    # only; spec.json, the code, the Deployment and the Role name it nowhere, and no Ray pod mounts it.
+    job = "rltui-20261201-093000-ab12cd"
+    spec = ms.run_spec(cfg, job, entrypoint="bash run_nemo_rl.sh", runtime_env=manifests.runtime_env(cfg),
+                       metadata={}, submitted_at=1.0)
+    objs = ms.supervisor_objects(cfg, job, spec, manifests.job_files(cfg))
+    assert "W3bh00k" not in json.dumps(objs) and "W3bh00k" not in json.dumps(spec)
+    secret = ms.notify_secret(cfg)
+    assert secret is not None and secret["stringData"] == {ms.NOTIFY_KEY: HOOK}
+    assert ms.notify_secret(parse_config({**ENV, "NOTIFY_WEBHOOK": ""})) is None
+    pod = next(o for o in objs if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert ms.NOTIFY_VOLUME in pod["volumes"] and ms.NOTIFY_VOLUME["secret"]["optional"] is True
+    assert ms.NOTIFY_SECRET not in json.dumps(manifests.ray_cluster(cfg))
 
 
 def test_run_script_has_the_codelab_overrides_with_checkpointing_on(cfg):

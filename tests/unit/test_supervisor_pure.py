@@ -13,6 +13,7 @@ import pytest
 
 from rltui import manifests_supervisor as ms
 from rltui.config import RLConfig, parse_config
+from rltui.oncluster import pods
 from rltui.oncluster import supervisor as sup
 from rltui.plan.supervision import parse_state
 
@@ -60,7 +61,7 @@ def _pod(name: str, uid: str, *, node: str = "n1", created: str = "2026-12-01T10
 
 
 def test_a_lost_node_is_read_from_the_pods_never_from_the_error_text() -> None:
-    started = sup._stamp("2026-12-01T10:05:00Z")
+    started = pods.stamp("2026-12-01T10:05:00Z")
     head, worker = _pod("rc-head", "u1"), _pod("rc-worker-a", "u2", node="gke-gpu-1")
     before = sup.pod_snapshot([head, worker])
     assert sup.lost_node(before, [head, worker], started) is None  # a Python error: not retried
@@ -114,21 +115,22 @@ def test_the_supervisor_objects_give_it_no_secrets_and_keep_it_off_spot_nodes() 
 
 
 def test_the_supervisor_code_is_what_the_configmap_carries_and_parses_as_python_3_9() -> None:
-    from rltui.oncluster import jobstatus, kubeapi, rayapi
-
     sources = ms.supervisor_sources()
-    assert sources == {"supervisor.py": Path(sup.__file__).read_text(),
-                       "kubeapi.py": Path(kubeapi.__file__).read_text(),
-                       "rayapi.py": Path(rayapi.__file__).read_text(),
-                       "jobstatus.py": Path(jobstatus.__file__).read_text()}
+    folder = Path(sup.__file__).parent
+    assert list(sources) == list(ms.CODE_FILES) and ms.CODE_FILES[0] == "supervisor.py"
+    assert sources == {name: (folder / name).read_text() for name in ms.CODE_FILES}
+    # Every module the supervisor imports from its own folder travels with it.
+    own = {name.removesuffix(".py") for name in ms.CODE_FILES}
+    assert {"watchdog", "events", "webhook", "pods"} <= own
     for source in sources.values():
         ast.parse(source, feature_version=(3, 9))
         imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
                     if isinstance(n, ast.Import)} | {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
                                                       if isinstance(n, ast.ImportFrom) and n.module}
-        assert imported <= {"__future__", "calendar", "http", "json", "logging", "os", "queue", "re", "signal",
-                            "ssl", "sys", "tempfile", "threading", "time", "urllib", "pathlib", "typing", "ray",
-                            "asyncio", "kubeapi", "rayapi", "jobstatus", "enum"}
+        stdlib = {"__future__", "calendar", "collections", "http", "json", "logging", "os", "queue", "re", "signal",
+                  "socket", "ssl", "statistics", "sys", "tempfile", "threading", "time", "urllib", "pathlib",
+                  "typing", "asyncio", "enum"}
+        assert imported <= stdlib | {"ray", "google"} | own, imported - stdlib - own
 
 
 def test_the_recovery_line_says_what_the_monitor_shows() -> None:
