@@ -109,6 +109,13 @@ STOP_AGAIN_S = 30.0  # a stalled attempt Ray still runs this long after its stop
 # ---- attempts -----------------------------------------------------------------------------------------
 
 
+def _node_lost(spec: dict[str, Any], lost: str) -> str:
+    """Why an attempt ended with a node gone: a preemption only on Spot nodes (spec.json's
+    `preemptible`, from CAPACITY; Compute Engine preempts Spot VMs alone), else a lost node
+    (maintenance, a host error); either is recovered the same way."""
+    return f"preempted: {lost}" if spec.get("preemptible", True) else f"node lost: {lost}"
+
+
 def _fruitless(attempts: list[dict[str, Any]], saved: int) -> int:
     """How many of the latest attempts, in a row, ended without a checkpoint newer than the one
     they started from (`saved`: the newest now)."""
@@ -312,7 +319,7 @@ class Supervisor:
             if not lost:
                 raise
             # The job API does not answer because the head is gone: the job went with it.
-            self._failed(spec, state, attempt, f"preempted: {lost}", lost=True)
+            self._failed(spec, state, attempt, _node_lost(spec, lost), lost=True)
             return
         if job is None:
             # This head does not know the attempt: a lost head (its pod replaced) took the job
@@ -320,7 +327,7 @@ class Supervisor:
             # an attempt of ours whose submit we did not see through is submitted again).
             lost = lost_node(attempt["pods"], pods, started)
             if lost:
-                self._failed(spec, state, attempt, f"preempted: {lost}", lost=True)
+                self._failed(spec, state, attempt, _node_lost(spec, lost), lost=True)
             elif attempt.get("by") == "supervisor":
                 self.ray.submit(attempt["id"], spec, self.files)
             elif self.clock() - started > float(spec.get("submit_grace_s", 180)):
@@ -354,7 +361,7 @@ class Supervisor:
                                     f"node-monitor grace period ({grace:.0f} s) before calling it final")
                 return
             state.pop("waiting", None)
-            why = f"preempted: {lost}" if lost else (message[0][:300] if message else "the job failed")
+            why = _node_lost(spec, lost) if lost else (message[0][:300] if message else "the job failed")
             self._failed(spec, state, attempt, why, lost=bool(lost))
 
     def _judge_stall(self, spec: dict[str, Any], state: dict[str, Any], attempt: dict[str, Any]) -> None:

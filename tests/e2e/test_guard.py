@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.headless_user import User, make_user, run_state, wait_for
+from tests.headless_user import User, make_user, private_sandbox, run_state, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # two clusters, two runs
 
@@ -55,12 +55,14 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
-def user(sandbox, sandbox_dir, tmp_path_factory, receiver) -> Iterator[User]:
-    u = make_user(tmp_path_factory.mktemp("guard"), "guard-e2e", sandbox_dir, sandbox)
-    with u.env_sh.open("a") as f:
-        f.write(f'export NOTIFY_WEBHOOK="{receiver.url}"\n')
-    yield u
-    u.run("down", "--yes")  # the sandbox's one Kubernetes API is shared: leave it empty
+def user(tmp_path_factory, receiver) -> Iterator[User]:
+    # A sandbox of its own: two clusters and two runs, beside the shared sandbox's tests.
+    root = tmp_path_factory.mktemp("guardsbx")
+    with private_sandbox(root, speed=300.0, kuberay_version="1.6.0", timeout=60.0) as status:
+        u = make_user(tmp_path_factory.mktemp("guard"), "guard-e2e", root, status)
+        with u.env_sh.open("a") as f:
+            f.write(f'export NOTIFY_WEBHOOK="{receiver.url}"\n')
+        yield u
 
 
 def gpu_pools(status: dict[str, Any]) -> list[str]:
