@@ -171,7 +171,7 @@ class RLTuiApp(App[None]):
             ("Monitor: follow the job's logs", "Tail the Ray job logs", self.follow_logs),
             ("Teardown: ask again", "Ask the cloud what exists now (ctrl+u on Teardown)",
              self.refresh_inventory),
-            ("Metrics: refresh now", "Ask Cloud Monitoring for the Lustre points now", self.poll_metrics),
+            ("Metrics: refresh now", "Ask Cloud Monitoring for the Lustre and GPU points now", self.poll_metrics),
             ("Preflight: check again", "Re-run the preflight checks", self.run_preflight),
             ("Help", "Keys and screens", self.action_help),
         ]
@@ -322,11 +322,12 @@ class RLTuiApp(App[None]):
             return
         self._provision(skip)
 
-    def start_teardown(self) -> None:
+    def start_teardown(self, export_to: str | None = None) -> None:
+        """Teardown; with `export_to` (gs://BUCKET/PREFIX/) the checkpoints are exported first."""
         if self._busy("provision", "teardown"):
             self.notify("a run is in progress: wait for it to end", title="Teardown")
             return
-        self._teardown()
+        self._teardown(export_to)
 
     @work(exclusive=True, group="provision", exit_on_error=False)
     async def _provision(self, skip: frozenset[str] = frozenset()) -> None:
@@ -341,8 +342,8 @@ class RLTuiApp(App[None]):
             self.watch_pods()
 
     @work(exclusive=True, group="teardown", exit_on_error=False)
-    async def _teardown(self) -> None:
-        result = await self.live_session.down(self.bus.teardown_event.publish)
+    async def _teardown(self, export_to: str | None = None) -> None:
+        result = await self.live_session.down(self.bus.teardown_event.publish, export_to)
         self.bus.run_result.publish(result)
         self.publish_plan()
         self.refresh_inventory()
@@ -497,6 +498,7 @@ class RLTuiApp(App[None]):
         self.watch_kube_events()
         self.watch_raycluster()
         self.find_dashboard()
+        self.poll_metrics()  # the pods' GPU use; exclusive, so never twice with Metrics'
         async for event in self.live_session.pod_events():
             self.bus.pod_event.publish(event)
 
@@ -569,17 +571,10 @@ class RLTuiApp(App[None]):
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:
-        """Never overlapping: the next poll starts when the last one finished, one alignment
-        period later (a minute against Google; shorter in a faster sandbox)."""
-        while True:
-            period = 60.0 * self.live_session.endpoints.time_scale  # a failed poll: again in a minute
-            try:
-                metrics = await self.live_session.lustre_metrics()
-                self.bus.metrics.publish(metrics)
-                period = float(metrics.period_s or period)
-            except Exception as exc:  # noqa: BLE001 - a failed poll must not end the charts
-                self.bus.notice.publish(Notice("warning", "metrics", str(exc)[:300]))
-            await asyncio.sleep(max(1.0, period))
+        """Lustre's points and the pods' GPUs, never overlapping (rltui/metricpoll.py)."""
+        from .metricpoll import poll_metrics
+
+        await poll_metrics(self.live_session, self.bus)
 
     @work(exclusive=True, group="lustre", exit_on_error=False)
     async def poll_lustre(self) -> None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .plan.runner import RunEvent, RunResult
     from .plan.view import PlanView
     from .saves import Save
-    from .seam import JobStatusUpdate, LustreInstance, LustreMetrics, Notice
+    from .seam import GpuMetrics, JobStatusUpdate, LustreInstance, LustreMetrics, Notice
     from .session import ConfigState
     from .widgets.chrome import HeaderInfo
 
@@ -87,7 +87,7 @@ class Bus:
 
     STATE: ClassVar[tuple[str, ...]] = (
         "header", "config", "preflight", "plan", "run_result", "inventory", "kube_events",
-        "job_status", "metrics", "dashboard", "raycluster", "lustre", "saves", "cost")
+        "job_status", "metrics", "gpu", "dashboard", "raycluster", "lustre", "saves", "cost")
     STREAMS: ClassVar[dict[str, int]] = {
         "run_event": 2000, "pod_event": 5000, "log_lines": LOG_REPLAY_LINES, "step_records": 5000,
         "checkpoints": 1000, "teardown_event": 2000, "notice": 100}
@@ -111,6 +111,7 @@ class Bus:
     kube_events: ReplaySignal[list[dict[str, Any]]]
     job_status: ReplaySignal[JobStatusUpdate]
     metrics: ReplaySignal[LustreMetrics]              # Session.lustre_metrics
+    gpu: ReplaySignal[GpuMetrics]                     # Session.gpu_metrics
     dashboard: ReplaySignal[str]                      # the Ray dashboard's URL, once known
     raycluster: ReplaySignal[dict[str, Any]]          # the RayCluster object ({}: none)
     lustre: ReplaySignal[LustreInstance]              # Session.lustre_instance

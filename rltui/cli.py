@@ -280,10 +280,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         return _headless(args, run)
 
 
+def _gs_folder(uri: str | None, flag: str) -> None:
+    """A bad gs:// folder is a usage error before any cloud call (plan/export.py's rule)."""
+    from .plan.export import destination
+    from .plan.jobs import Refused
+
+    try:
+        uri is None or destination(uri, flag)
+    except Refused as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     from . import headless
 
-    return _headless(args, lambda cfg, ep: headless.down(cfg, ep, yes=args.yes, verbose=args.verbose))
+    _gs_folder(args.export_to, "--export-to")
+    return _headless(args, lambda cfg, ep: headless.down(cfg, ep, yes=args.yes, verbose=args.verbose,
+                                                         export_to=args.export_to, no_export=args.no_export))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from . import headless
+
+    _gs_folder(args.to, "--to")
+    return _headless(args, lambda cfg, ep: headless.export(cfg, ep, to=args.to, whole=args.all))
 
 
 class _DeferredSession:
@@ -377,7 +397,7 @@ def _wizard_only(argv: Sequence[str]) -> bool:
     return True
 
 
-CLOUD_COMMANDS = ("up", "submit", "logs", "status", "down")
+CLOUD_COMMANDS = ("up", "submit", "logs", "status", "export", "down")
 ENV_COMMANDS = ("check", "script", "manifests", "notify", *CLOUD_COMMANDS)
 
 
@@ -471,9 +491,16 @@ def build_parser(wizard_only: bool = False) -> Parser:
     p.add_argument("--follow", action="store_true", help="until the job ends; final status last")
     p = cloud("status", cmd_status, "every resource of the plan as the cloud sees it, and leaks")
     p.add_argument("--json", action="store_true")
+    p = cloud("export", cmd_export, "copy the run's checkpoint folder to Cloud Storage (Lustre's ExportData)")
+    p.add_argument("--to", required=True, metavar="gs://BUCKET/PREFIX", help="where its step_N/ folders land")
+    p.add_argument("--all", action="store_true", help="the whole Lustre file system, not only the run's folder")
     p = cloud("down", cmd_down, "stop the job, delete what rltui created, scan for leaks")
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("-v", "--verbose", action="store_true", help="also print xpk's and gcloud's output")
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument("--export-to", metavar="gs://BUCKET/PREFIX", help="first export the run's checkpoint"
+                      " folder there and wait for it (Lustre is deleted only after it is copied)")
+    keep.add_argument("--no-export", action="store_true", help="do not offer to export the checkpoints")
     p = add("runs", cmd_runs, "every job's summary kept under the state folder; compare two", env=False)
     p.add_argument("--json", action="store_true", help='a JSON array of {"id", "started", "status", "steps",'
                    ' "final_reward", "attempts"} (not with compare)')
@@ -497,6 +524,8 @@ def build_parser(wizard_only: bool = False) -> Parser:
                    " (testIamPermissions leaves it out), e.g. lustre.instances.create (repeatable)")
     a.add_argument("--kuberay-version", metavar="V", help="the KubeRay release the RayOperator add-on runs, 1.1.0"
                    " to 1.7.0 (default 1.7.0): status conditions, probes and readiness follow it")
+    a.add_argument("--capacity", action="append", metavar="KIND=unavailable", help="GPU capacity the zones are"
+                   " out of: spot or on-demand; a GPU node pool asking for it fails as a GKE stockout (repeatable)")
     a = actions.add_parser("status", help="its endpoints (exit 1 when none runs)")
     a.add_argument("--json", action="store_true")
     actions.add_parser("stop", help="end it and everything it started, by PID")

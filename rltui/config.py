@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 # The data tables (Lustre tiers, device types) live in limits.py; importers keep finding them here.
+from .capacity import Capacity, capacity_problem, parse_capacity
 from .limits import DEVICE_TYPES as DEVICE_TYPES
 from .limits import LUSTRE_TIERS as LUSTRE_TIERS
 from .limits import MODEL_PARALLEL_SIZE as MODEL_PARALLEL_SIZE
@@ -112,6 +113,7 @@ class RLConfig(BaseModel):
     device_type: str = Field("b200-8", alias="DEVICE_TYPE")
     # Beyond the codelab's env.sh (its commands hard-code these)
     lustre_throughput: int = Field(1000, alias="LUSTRE_THROUGHPUT")
+    capacity: str = Field("spot", alias="CAPACITY")  # how the GPU nodes come: rltui/capacity.py
     model_name: str = Field("Qwen/Qwen2.5-72B-Instruct", alias="MODEL_NAME")
     converter_type: str = Field("Qwen2ForCausalLM", alias="CONVERTER_TYPE")
     max_steps: int = Field(20, alias="MAX_STEPS")
@@ -229,6 +231,13 @@ class RLConfig(BaseModel):
             raise ValueError(f"{v!r} is not a known device type; known: {', '.join(DEVICE_TYPES)}")
         return v
 
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, v: str) -> str:
+        if problem := capacity_problem(v):
+            raise ValueError(problem)
+        return v.strip()
+
     @field_validator("lustre_throughput")
     @classmethod
     def _tier(cls, v: int) -> int:
@@ -278,6 +287,10 @@ class RLConfig(BaseModel):
     @property
     def device(self) -> DeviceType:
         return DEVICE_TYPES[self.device_type]
+
+    @property
+    def capacity_type(self) -> Capacity:
+        return parse_capacity(self.capacity)
 
     @property
     def lustre_tier(self) -> LustreTier:

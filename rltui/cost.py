@@ -17,6 +17,11 @@ its description without the " running in <geography>" tail, and the plan's regio
   gpu_count x slice price); sparecores/sc-crawler tests (a4-highgpu-8g spot = 8 x 4.9542 USD,
   "This live SKU is categorized as OnDemand despite its description"); a public catalog review
   listing SKU 816D-DB2C-4A30 "Spot Preemptible A4 B200 slice", usage type OnDemand.
+  CAPACITY (rltui/capacity.py) picks the slice: on demand, "A4 Nvidia B200 (1 gpu slice)"
+  (SKU 3000-4751-0A45, the same sources); from a reservation, no SKU: reserved machines are
+  billed at on-demand rates whether VMs use them or not (Compute Engine docs, "Reservations of
+  Compute Engine zonal resources", billing), so the nodes add nothing while the reservation
+  exists and their line says the cost is already committed.
 - The CPU pool: xpk 1.16.0 on the Cluster Toolkit path makes a "system" pool of
   --default-pool-cpu-num-nodes (default 6) nodes of --default-pool-cpu-machine-type, which the
   codelab sets to e2-standard-4 (AI-Hypercomputer/xpk blueprint_generator.py, as
@@ -78,6 +83,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from .capacity import ON_DEMAND, RESERVATION, SPOT
 from .config import DEVICE_TYPES, RLConfig
 
 CACHE_TTL = timedelta(days=1)
@@ -99,8 +105,9 @@ SYSTEM_POOL_MACHINE = "e2-standard-4"
 # machine type -> (vCPUs, GiB of memory): the Compute Engine machine-types docs say "GB"; the
 # E2 RAM SKU's unit is GiBy.h (sc-crawler's tests), taken here as GiB.
 CPU_MACHINES = {"e2-standard-4": (4, 16)}
-# GPU machine type -> the prefix of its Spot slice SKU (one per GPU). Only A4 is known.
+# GPU machine type -> the prefix of its slice SKU (one per GPU), Spot and on demand. Only A4 is known.
 SPOT_SLICES = {"a4-highgpu-8g": "Spot Preemptible A4 Nvidia B200 (1 gpu slice)"}
+ON_DEMAND_SLICES = {"a4-highgpu-8g": "A4 Nvidia B200 (1 gpu slice)"}
 # The blueprint's Cloud NATs (one per vpc module: net-0, net-1) and its IPs per NAT (the vpc
 # module's ips_per_nat default), and Cloud NAT's per-VM cap (see the module docstring).
 BLUEPRINT_NATS = 2
@@ -146,15 +153,27 @@ def wanted(cfg: RLConfig) -> list[Want]:
            Want("nat-ip", NETWORKING, "Networking Cloud NAT IP Usage", GLOBAL,
                 hourly_use=BLUEPRINT_NATS * NAT_IPS_PER_NAT)]
     machine = DEVICE_TYPES[cfg.device_type].machine_type
-    if machine in SPOT_SLICES:
-        out.append(Want(slice_key(machine), COMPUTE, SPOT_SLICES[machine], cfg.region,
+    mode = cfg.capacity_type.mode
+    slices = {SPOT: SPOT_SLICES, ON_DEMAND: ON_DEMAND_SLICES}.get(mode, {})
+    if machine in slices:
+        out.append(Want(slice_key(machine, mode), COMPUTE, slices[machine], cfg.region,
                         hourly_use=cfg.num_nodes * cfg.gpus_per_node))
     return out
 
 
-def slice_key(machine: str) -> str:
-    """The rate key of a GPU machine's Spot slice: its price cannot stand for another's."""
-    return f"gpu-slice:{machine}"
+def slice_key(machine: str, mode: str = SPOT) -> str:
+    """The rate key of a GPU machine's slice in a capacity mode: its price cannot stand for
+    another machine's or another mode's."""
+    return f"gpu-slice:{machine}" if mode == SPOT else f"gpu-slice:{mode}:{machine}"
+
+
+def _node_price(cfg: RLConfig, prices: Prices) -> float | None:
+    """One GPU node-hour: its slices at the mode's rate; 0 from a reservation (already paid for)."""
+    cap = cfg.capacity_type
+    if cap.mode == RESERVATION:
+        return 0.0
+    slice_price = prices.rates.get(slice_key(DEVICE_TYPES[cfg.device_type].machine_type, cap.mode))
+    return None if slice_price is None else cfg.gpus_per_node * slice_price
 
 
 class SkuLike(Protocol):
@@ -228,8 +247,9 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
     r = prices.rates
     machine = DEVICE_TYPES[cfg.device_type].machine_type
     gpus = cfg.num_nodes * cfg.gpus_per_node
-    slice_price = r.get(slice_key(machine))
-    node = None if slice_price is None else cfg.gpus_per_node * slice_price
+    node = _node_price(cfg, prices)
+    cap = cfg.capacity_type
+    how = f"from reservation {cap.reservation}, already committed" if cap.mode == RESERVATION else cap.words()
     cores, gib = CPU_MACHINES[SYSTEM_POOL_MACHINE]
     cpu = (SYSTEM_POOL_NODES * (cores * r["cpu-core"] + gib * r["cpu-ram"])
            if "cpu-core" in r and "cpu-ram" in r else None)
@@ -243,7 +263,7 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
 
     return [
         Line(CLUSTER, "GKE cluster fee", r.get("gke"), r.get("gke")),
-        Line(CLUSTER, f"{cfg.num_nodes} x {machine} Spot ({gpus} GPUs)", times(cfg.num_nodes, node),
+        Line(CLUSTER, f"{cfg.num_nodes} x {machine} {how} ({gpus} GPUs)", times(cfg.num_nodes, node),
              node, PER_GPU_NODE),
         Line(CLUSTER, f"{SYSTEM_POOL_NODES} x {SYSTEM_POOL_MACHINE} (xpk's system pool)", cpu, cpu),
         Line(LUSTRE_INSTANCE, f"Lustre {cfg.lustre_capacity} GiB at {cfg.lustre_throughput} MB/s/TiB",
@@ -255,10 +275,10 @@ def plan_lines(cfg: RLConfig, prices: Prices) -> list[Line]:
 
 
 def gpu_node_hour(cfg: RLConfig, prices: Prices) -> float | None:
-    """One GPU node-hour of the plan's machine, as `plan_lines` prices it (its Spot slices, one
-    per GPU); None when the catalog had no price. The budget guard's rate (plan/guard.py)."""
-    slice_price = prices.rates.get(slice_key(DEVICE_TYPES[cfg.device_type].machine_type))
-    return None if slice_price is None else cfg.gpus_per_node * slice_price
+    """One GPU node-hour of the plan's machine, as `plan_lines` prices it (its slices at the
+    capacity mode's rate, one per GPU; 0 from a reservation); None when the catalog had no
+    price. The budget guard's rate (plan/guard.py)."""
+    return _node_price(cfg, prices)
 
 
 def pool_gpu_nodes(cluster: Any, machine: str) -> tuple[str, ...]:

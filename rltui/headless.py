@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .cloud.endpoints import Endpoints
     from .plan.runner import RunEvent
 
-__all__ = ["EventPrinter", "Refused", "check", "down", "logs", "status", "submit", "up"]
+__all__ = ["EventPrinter", "Refused", "check", "down", "export", "logs", "status", "submit", "up"]
 
 
 class EventPrinter:
@@ -52,6 +52,13 @@ def _ask(question: str) -> bool:
     if not sys.stdin.isatty():
         raise Refused(f"{question} needs an answer: run in a terminal, or pass --yes")
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _ask_where(question: str) -> str:
+    if not sys.stdin.isatty():
+        raise Refused("down: where to export the checkpoints needs an answer: run in a terminal, or"
+                      " pass --yes with --export-to gs://BUCKET/PREFIX or --no-export")
+    return input(f"{question} ").strip()
 
 
 # --- up ---------------------------------------------------------------------------------------
@@ -302,6 +309,46 @@ def _cost_line(cost: dict[str, Any]) -> str:
             f"{fmt_money(cost['since_created'], cur)} since created (prices of {cost['as_of']})")
 
 
+# --- export -----------------------------------------------------------------------------------
+
+async def export(cfg: RLConfig, endpoints: Endpoints, *, to: str, whole: bool = False,
+                 out: Callable[[str], None] = print) -> int:
+    """`export --to gs://BUCKET/PREFIX`: the run's checkpoint folder (or, `whole`, the file
+    system) through Lustre's ExportData (plan/export.py); progress lines, then what was copied."""
+    from .plan.export import destination, export_checkpoints
+
+    destination(to)  # a bad --to is exit 2 (Refused) before any call
+    ctx = Context(cfg, endpoints)
+    try:
+        done = await export_checkpoints(ctx, to, whole=whole, out=out)
+    finally:
+        await ctx.close()
+    out(done.line())
+    return 0
+
+
+async def _offer_export(ctx: Context, *, yes: bool, export_to: str | None, no_export: bool,
+                        out: Callable[[str], None]) -> str | None:
+    """Before a teardown that deletes the Lustre instance: where to export the checkpoints to
+    (None: nowhere). Asked in a terminal; with --yes only --export-to exports, and a line says
+    what is lost and how to keep it unless --no-export said so."""
+    from .plan.export import checkpoint_folder, destination
+
+    if no_export:
+        return None
+    if export_to is not None:
+        return destination(export_to, "--export-to")
+    folder = checkpoint_folder(ctx)
+    if yes:
+        out(f"not exported: the checkpoints in {folder} are deleted with Lustre instance"
+            f" {ctx.cfg.lustre_instance_id} (to keep them: down --export-to gs://BUCKET/PREFIX;"
+            " to skip this offer: --no-export)")
+        return None
+    answer = _ask_where(f"Export the checkpoints in {folder} to Cloud Storage before Lustre is deleted?"
+                        " gs://BUCKET/PREFIX, or empty to skip:")
+    return destination(answer, "the export's destination") if answer else None
+
+
 # --- down -------------------------------------------------------------------------------------
 
 # What holds what: the objects on the cluster, Lustre (holds the peering), the peering (holds
@@ -318,6 +365,7 @@ def _state_of(result: Any, step: str) -> str | None:
 
 
 async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
+               export_to: str | None = None, no_export: bool = False,
                out: Callable[[str], None] = print) -> int:
     from .plan.inventory import collect
     from .plan.notices import announce_teardown
@@ -336,12 +384,20 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
             out(line)
         if bg is not None:
             out(f"  running in the background: {bg.described}")
+        lustre = any(r.kind == "Lustre instance" and r.present and r.owned for r in present)
+        export_to = await _offer_export(ctx, yes=yes, export_to=export_to, no_export=no_export,
+                                        out=out) if lustre else None
         if not yes and not _ask(f"Delete what rltui created for {cfg.cluster_name}?"):
             out("nothing deleted")
             return 1
         await stop_background(ctx, out)
         if any(r.kind == "RayCluster" and r.present for r in before):
             await stop_jobs(ctx, out)
+        if export_to is not None:
+            # The jobs are stopped (no save half-written); Lustre is deleted only once it is done.
+            from .plan.export import export_checkpoints
+
+            out((await export_checkpoints(ctx, export_to, out=out)).line())
         await ctx.close()
         runner = make_runner(ctx, EventPrinter(out, verbose))
         result = await runner.down()

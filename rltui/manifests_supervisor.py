@@ -133,7 +133,8 @@ def run_spec(cfg: RLConfig, job_id: str, *, entrypoint: str, runtime_env: dict[s
             "max_attempts": max_attempts, "submit_grace_s": SUBMIT_GRACE_S, "submitted_at": submitted_at,
             "poll_s": max(1.0, POLL_S * time_scale), "node_grace_s": round(NODE_GRACE_S * time_scale, 3),
             "gcs_reconnect_s": round(GCS_RECONNECT_S * time_scale, 3), "stall_k": STALL_K,
-            "stall_floor_s": max(STALL_FLOOR_MIN_S, round(STALL_FLOOR_S * time_scale, 3))}
+            "stall_floor_s": max(STALL_FLOOR_MIN_S, round(STALL_FLOOR_S * time_scale, 3)),
+            "preemptible": cfg.capacity_type.preemptible}   # only Spot nodes are preempted
     if guard is not None:
         spec["guard"] = dict(guard)
     return spec

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .plan.preflight import Check
     from .plan.runner import RunEvent, RunResult
     from .plan.view import PlanView
-    from .seam import LustreInstance, LustreMetrics
+    from .seam import GpuMetrics, LustreInstance, LustreMetrics
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -302,8 +302,8 @@ class RemoteSession(Session):
         result, self._view = cast("tuple[RunResult, PlanView | None]", answer)
         return result
 
-    async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:
-        answer = await self._call("down", Callback(), on_event=self._viewing(listener))
+    async def down(self, listener: Callable[[RunEvent | str], None], export_to: str | None = None) -> RunResult:
+        answer = await self._call("down", Callback(), export_to, on_event=self._viewing(listener))
         result, self._view = cast("tuple[RunResult, PlanView | None]", answer)
         return result
 
@@ -368,6 +368,9 @@ class RemoteSession(Session):
     async def lustre_instance(self) -> LustreInstance:
         return await self._ask(super().lustre_instance)
 
+    async def gpu_metrics(self, minutes: float = 30.0) -> GpuMetrics:
+        return await self._ask(super().gpu_metrics, minutes)
+
     async def close(self) -> None:
         await self.link.close()
 
@@ -377,5 +380,6 @@ REMOTE_METHODS = frozenset({
     "up", "down", "probe_plan", "inventory", "cost", "preflight", "submit", "follow_logs", "follow_job",
     "job_summary", "job_info", "pod_events", "kube_events", "raycluster_events", "pod_log",
     "dashboard", "describe_pod", "delete_pod", "lustre_metrics", "lustre_instance",
+    "gpu_metrics",
 })
 

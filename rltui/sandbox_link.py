@@ -118,11 +118,17 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
                     kuberay = manage.kuberay_version(args.kuberay_version)
                 except ValueError as exc:
                     problems.append(f"--kuberay-version: {exc}")
+            unavailable = []
+            for item in args.capacity or []:
+                try:
+                    unavailable.append(manage.capacity_knob(item))
+                except ValueError as exc:
+                    problems.append(str(exc))
             if problems:
                 raise UsageError("\n".join(problems))
             status = manage.start(args.speed, args.faults, args.seed, args.profile,
                                   quotas=quotas, lustre_quota_gib=lustre_gib, denied=args.deny,
-                                  kuberay_version=kuberay)
+                                  kuberay_version=kuberay, unavailable_capacity=unavailable)
             check_status(status.info)  # one already running may be another version's
             print(f"sandbox running (pid {status.pid}): gRPC {status.info['grpc']},"
                   f" Kubernetes {status.info['kube_api']}, KubeRay {status.info.get('kuberay_version')},"

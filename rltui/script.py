@@ -80,7 +80,7 @@ up() {{
     --num-nodes={n} \\
     --device-type={q(cfg.device_type)} \\
     --default-pool-cpu-machine-type=e2-standard-4 \\
-    --spot \\
+    {" ".join(q(f) for f in cfg.capacity_type.xpk_flags())} \\
     --enable-lustre-csi-driver \\
     --project={P} \\
     --zone={Z} \\

@@ -75,6 +75,47 @@ class LustreMetrics:
         return self.read if key == "read" else self.write
 
 
+STALE_PERIODS = 4  # Cloud Monitoring shows a point up to 120 s (2 periods) after it was sampled
+
+
+@dataclass(frozen=True)
+class PodGpu:
+    """One pod's GPUs at the newest point: what Monitor's pods table shows."""
+
+    busy_pct: float                # duty cycle, the mean over the pod's GPUs
+    memory_used: float             # bytes, summed over the pod's GPUs
+    memory_total: float
+
+
+@dataclass(frozen=True)
+class GpuMetrics:
+    """The `gpu` topic (Session.gpu_metrics, plan/metrics.py): GKE's accelerator metrics of the
+    RayCluster's pods over the chart's window, per pod name, each a period's mean at Point.t."""
+
+    at: float                      # when the points were asked for (time.time())
+    period_s: float                # the alignment period of every point
+    busy: dict[str, tuple[Point, ...]]          # pod -> duty cycle % (mean over its GPUs)
+    memory_used: dict[str, tuple[Point, ...]]   # pod -> bytes in use (sum over its GPUs)
+    memory_total: dict[str, tuple[Point, ...]]  # pod -> bytes its GPUs have
+
+    def latest(self, pod: str) -> PodGpu | None:
+        """The pod's newest duty cycle and memory; None: Cloud Monitoring has no recent point
+        for it (none within STALE_PERIODS periods: points show up to 2 periods late)."""
+        busy = self.busy.get(pod)
+        if not busy or busy[-1].t < self.at - STALE_PERIODS * self.period_s:
+            return None
+        used, total = self.memory_used.get(pod) or (), self.memory_total.get(pod) or ()
+        return PodGpu(busy[-1].value, used[-1].value if used else 0.0, total[-1].value if total else 0.0)
+
+    def mean_busy(self) -> list[tuple[float, float]]:
+        """(t, duty cycle %) averaged over the pods reporting at t, oldest first: the chart's line."""
+        at: dict[float, list[float]] = {}
+        for points in self.busy.values():
+            for p in points:
+                at.setdefault(p.t, []).append(p.value)
+        return [(t, sum(vs) / len(vs)) for t, vs in sorted(at.items())]
+
+
 @dataclass(frozen=True)
 class LustreInstance:
     """The `lustre` topic (Session.lustre_instance): the instance as google-cloud-lustre's
@@ -114,7 +155,7 @@ class WizardSession(Protocol):
     def plan_view(self) -> PlanView: ...
     def runner(self, listener: Callable[[RunEvent], None] | None = None) -> Runner: ...
     async def up(self, listener: Callable[[RunEvent], None], targets: set[str] | None = None) -> RunResult: ...
-    async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult: ...
+    async def down(self, listener: Callable[[RunEvent | str], None], export_to: str | None = None) -> RunResult: ...
     async def probe_plan(self) -> None: ...
     def background(self) -> Background | None: ...
     async def inventory(self) -> list[Resource]: ...
@@ -141,5 +182,6 @@ class WizardSession(Protocol):
     # Lustre
     async def lustre_metrics(self, minutes: float = 30.0) -> LustreMetrics: ...
     async def lustre_instance(self) -> LustreInstance: ...
+    async def gpu_metrics(self, minutes: float = 30.0) -> GpuMetrics: ...
 
     async def close(self) -> None: ...

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .plan.pods import KubeEvent
     from .plan.runner import RunEvent, Runner, RunResult
     from .plan.view import PlanView
-    from .seam import LustreMetrics
+    from .seam import GpuMetrics, LustreMetrics
 
     Listener = Callable[[RunEvent], None]
 
@@ -170,15 +170,21 @@ class Session:
             raise PermanentError(missing)
         return await self.runner(listener).up(targets)
 
-    async def down(self, listener: Callable[[RunEvent | str], None]) -> RunResult:
+    async def down(self, listener: Callable[[RunEvent | str], None], export_to: str | None = None) -> RunResult:
         """Teardown; `listener` hears the runner's events and, first, lines about a detached xpk
-        create it stopped and about stopped jobs."""
+        create it stopped and about stopped jobs. With `export_to` the checkpoints are exported
+        there (plan/export.py) once the jobs are stopped, and waited for: a failed export raises
+        before anything is deleted."""
         from .plan.background import stop_background
         from .plan.jobs import retire_jobs, stop_jobs
         from .plan.notices import announce_teardown
 
         await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
+        if export_to is not None:
+            from .plan.export import export_checkpoints
+
+            listener((await export_checkpoints(self.context(), export_to, out=listener)).line())
         result = await self.runner(listener).down()
         state = result.states.get("raycluster")
         retire_jobs(self.context(), None if state is None else state.value)
@@ -381,6 +387,11 @@ class Session:
         from .plan.metrics import lustre_metrics
 
         return await lustre_metrics(self.context(), minutes)
+
+    async def gpu_metrics(self, minutes: float = 30.0) -> GpuMetrics:
+        from .plan.metrics import gpu_metrics
+
+        return await gpu_metrics(self.context(), minutes)
 
     async def lustre_instance(self) -> LustreInstance:
         """The Lustre instance as the Metrics panel shows it, from google-cloud-lustre's

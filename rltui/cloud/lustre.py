@@ -15,6 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .endpoints import CALL_TIMEOUT_S, Endpoints
@@ -25,6 +26,19 @@ MANAGED_BY = {"managed-by": "rltui"}
 WAIT_STATES = frozenset({"STATE_UNSPECIFIED", "CREATING", "UPDATING", "REPAIRING", "UPGRADING"})
 # google.rpc codes of a failed create that another try may get past.
 _TRANSIENT_RPC = {4: "DEADLINE_EXCEEDED", 10: "ABORTED", 13: "INTERNAL", 14: "UNAVAILABLE"}
+
+
+@dataclass(frozen=True)
+class ExportState:
+    """Where an ExportData operation is (lustre_v1 TransferCounters, the operation's error)."""
+    done: bool
+    error: str
+    error_code: int
+    found_files: int
+    found_bytes: int
+    copied_files: int
+    copied_bytes: int
+    failed_files: int
 
 
 class LustreAdapter:
@@ -169,6 +183,40 @@ class LustreAdapter:
                                  f" {timeout_s:.0f} s (still {state})", transient=True,
                                  code="Timeout")
             await asyncio.sleep(interval)
+
+    async def export_data(self, instance_id: str, lustre_path: str, gcs_uri: str) -> str:
+        """Start ExportData (google-cloud-lustre 0.4.3 `export_data`: ExportDataRequest's
+        lustre_path.path, a folder starting with "/", and gcs_path.uri, gs://BUCKET/PATH/ ending
+        with "/"): the files under the folder land under the URI's path. Returns the operation's
+        name; `export_state` reads its progress. One request id for its retries."""
+        from google.cloud import lustre_v1
+
+        request_id = str(uuid.uuid4())
+
+        async def call() -> str:
+            op = await self.client.export_data(request=lustre_v1.ExportDataRequest(
+                name=self.name(instance_id), lustre_path=lustre_v1.LustrePath(path=lustre_path),
+                gcs_path=lustre_v1.GcsPath(uri=gcs_uri), request_id=request_id), timeout=CALL_TIMEOUT_S)
+            return str(op.operation.name)
+
+        return await retry(call, what=f"export from Lustre instance {instance_id}")
+
+    async def export_state(self, op_name: str) -> ExportState:
+        """An export operation's counters (ExportDataMetadata.operation_metadata.counters) and,
+        once done, its error (google.rpc code and message) if it ended in one."""
+        from google.cloud import lustre_v1
+
+        async def call() -> Any:
+            return await self.client.get_operation(request={"name": op_name}, timeout=CALL_TIMEOUT_S)
+
+        op = await retry(call, what="export operation")
+        meta = lustre_v1.ExportDataMetadata.deserialize(op.metadata.value)
+        c = meta.operation_metadata.counters
+        error = op.error.message if op.done and op.HasField("error") else ""
+        return ExportState(done=bool(op.done), error=error, error_code=int(op.error.code) if error else 0,
+                           found_files=int(c.found_objects_count), found_bytes=int(c.bytes_found_count),
+                           copied_files=int(c.objects_copied_count), copied_bytes=int(c.bytes_copied_count),
+                           failed_files=int(c.objects_failed_count))
 
     async def delete(self, instance_id: str, *, expected_s: float,
                      on_state: Callable[[str], None] | None = None) -> None:

@@ -25,6 +25,18 @@ CAPACITY_BYTES = _BASE + "capacity_bytes"
 FREE_BYTES = _BASE + "free_bytes"
 OSTS = 'metric.labels.component = "ost"'
 
+# GKE system metrics of a container's GPUs (docs.cloud.google.com/monitoring/api/metrics_kubernetes,
+# "kubernetes.io/container/accelerator/..."): GAUGE per container and GPU (metric labels make,
+# model, accelerator_id), on the k8s_container resource (project_id, location, cluster_name,
+# namespace_name, pod_name, container_name), so a pod's rows join by pod_name. Not verified:
+# that GKE writes them for A4 (B200) nodes with its default system metrics; managed DCGM's
+# prometheus.googleapis.com/DCGM_FI_DEV_GPU_UTIL/gauge is the documented alternative once enabled.
+CONTAINER = "k8s_container"
+_GPU = "kubernetes.io/container/accelerator/"
+DUTY_CYCLE = _GPU + "duty_cycle"      # % of the sample period the GPU was busy
+MEMORY_USED = _GPU + "memory_used"    # bytes
+MEMORY_TOTAL = _GPU + "memory_total"  # bytes
+
 
 @dataclass(frozen=True)
 class Point:
@@ -35,6 +47,11 @@ class Point:
 def _end_s() -> int:
     """An interval end in whole seconds, never before the newest sample."""
     return int(time.time()) + 1
+
+
+def _value(p: Any) -> float:
+    v = p.value
+    return v.double_value if "double_value" in v else float(v.int64_value)
 
 
 class MonitoringAdapter:
@@ -76,10 +93,7 @@ class MonitoringAdapter:
                 timeout=CALL_TIMEOUT_S)
             points: list[Point] = []
             async for ts in pager:
-                for p in ts.points:
-                    v = p.value
-                    value = v.double_value if "double_value" in v else float(v.int64_value)
-                    points.append(Point(p.interval.end_time.timestamp(), value))
+                points += [Point(p.interval.end_time.timestamp(), _value(p)) for p in ts.points]
             return sorted(points, key=lambda p: p.t)
 
         return await retry(call, what=f"{metric_type} of {instance_id}")
@@ -101,3 +115,38 @@ class MonitoringAdapter:
                                  aligner="ALIGN_MEAN", extra_filter=OSTS, end_s=end)
         free_at = {p.t: p.value for p in free}
         return [Point(p.t, max(0.0, p.value - free_at[p.t])) for p in capacity if p.t in free_at]
+
+    async def per_pod(self, metric_type: str, cluster: str, namespace: str, *, minutes: float,
+                      period_s: int = 60, end_s: int | None = None) -> dict[str, list[Point]]:
+        """A GPU metric of the cluster's pods in `namespace`: each series (one per container and
+        GPU) aligned to its period mean, then per pod_name the mean of the GPUs (duty cycle) or
+        their sum (memory), oldest first. One ListTimeSeries; the pods' GPUs are combined here,
+        not with a cross-series reducer, so that every pod keeps its own series."""
+        from google.cloud import monitoring_v3
+
+        now = end_s if end_s is not None else _end_s()
+        interval = monitoring_v3.TimeInterval(end_time={"seconds": now},
+                                              start_time={"seconds": int(now - minutes * 60)})
+        aggregation = monitoring_v3.Aggregation(
+            alignment_period={"seconds": period_s},
+            per_series_aligner=monitoring_v3.Aggregation.Aligner.ALIGN_MEAN)
+        flt = (f'metric.type = "{metric_type}" AND resource.type = "{CONTAINER}"'
+               f' AND resource.labels.cluster_name = "{cluster}"'
+               f' AND resource.labels.namespace_name = "{namespace}"')
+        mean = metric_type == DUTY_CYCLE
+
+        async def call() -> dict[str, list[Point]]:
+            pager = await self.client.list_time_series(request=monitoring_v3.ListTimeSeriesRequest(
+                name=f"projects/{self.project}", filter=flt, interval=interval,
+                aggregation=aggregation,
+                view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL),
+                timeout=CALL_TIMEOUT_S)
+            at: dict[str, dict[float, list[float]]] = {}
+            async for ts in pager:
+                pod = at.setdefault(ts.resource.labels["pod_name"], {})
+                for p in ts.points:
+                    pod.setdefault(p.interval.end_time.timestamp(), []).append(_value(p))
+            return {name: [Point(t, sum(vs) / len(vs) if mean else sum(vs)) for t, vs in sorted(by_t.items())]
+                    for name, by_t in sorted(at.items())}
+
+        return await retry(call, what=f"{metric_type} of {cluster}")

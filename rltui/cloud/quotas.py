@@ -175,6 +175,12 @@ class QuotaAdapter:
             f"machine type {name} in {zone}", lambda: self._compute("MachineTypes").get(
                 project=self.project, zone=zone, machine_type=name, timeout=CALL_TIMEOUT_S))
 
+    async def reservation(self, zone: str, name: str) -> Any:
+        """The zonal Reservation, False when there is none of that name, None when compute is off."""
+        return await self._compute_get(
+            f"reservation {name} in {zone}", lambda: self._compute("Reservations").get(
+                project=self.project, zone=zone, reservation=name, timeout=CALL_TIMEOUT_S))
+
     async def held_permissions(self, permissions: Iterable[str]) -> set[str]:
         """The subset of `permissions` the caller holds on the project."""
         wanted = sorted(set(permissions))

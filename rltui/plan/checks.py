@@ -131,11 +131,14 @@ def quota_adapter(ctx: Context) -> QuotaAdapter:
 
 async def cloud_checks(ctx: Context, enabled: set[str]) -> list[Check]:
     """Quotas, permissions, names and the machine type, asked at once."""
+    from .checks_capacity import reservation_checks
+
     parts = await asyncio.gather(_quota_checks(ctx, enabled), _permission_checks(ctx),
                                  _name_checks(ctx, enabled), _machine_check(ctx, enabled),
-                                 return_exceptions=True)
+                                 reservation_checks(ctx, enabled), return_exceptions=True)
     out: list[Check] = []
-    for what, part in zip(("quotas", "permissions", "names", "machine type"), parts, strict=True):
+    for what, part in zip(("quotas", "permissions", "names", "machine type", "reservation"), parts,
+                          strict=True):
         if isinstance(part, BaseException):
             if isinstance(part, asyncio.CancelledError):
                 raise part
@@ -185,16 +188,21 @@ async def _gpu_check(ctx: Context) -> Check:
     """The Spot GPU quota of the device's family in the region, from the Cloud Quotas API
     (cloud/quotas.py): the preemptible quota where one is granted, else the standard one (see
     the module docstring); unknown, with where to look, when it cannot be read."""
+    from ..capacity import ON_DEMAND, RESERVATION
     from ..cloud.quotas import GPU_FAMILIES, PREEMPTIBLE_GPUS_METRIC
+    from .checks_capacity import on_demand_gpus, reservation_gpus
 
     cfg = ctx.cfg
     accel = cfg.device.accelerator
     family = GPU_FAMILIES.get(accel)
     gpus = cfg.num_nodes * cfg.gpus_per_node
-    title = f"Spot GPU quota ({family or accel})"
+    mode = cfg.capacity_type.mode
+    title = f"{'GPU' if mode in (ON_DEMAND, RESERVATION) else 'Spot GPU'} quota ({family or accel})"
     console = f"{QUOTAS_CONSOLE}?project={cfg.project_id}"
     where = (f"see {console} (Preemptible GPUs per GPU family) or `gcloud quotas info list"
              f" --service=compute.googleapis.com --project={cfg.project_id}`")
+    if mode == RESERVATION:
+        return reservation_gpus(title, gpus, where)
     if family is None:
         return Check(title, None, f"{gpus} needed; the gpu_family of {accel} in Cloud Quotas is not known"
                                   " to rltui", where)
@@ -202,6 +210,8 @@ async def _gpu_check(ctx: Context) -> Check:
         got = await quota_adapter(ctx).gpu_family_quotas(cfg.region, family)
     except Exception as exc:  # noqa: BLE001 - e.g. no cloudquotas.quotas.get: unknown, with the reason
         return Check(title, None, f"Cloud Quotas could not be read: {str(exc)[:160]}", where)
+    if mode == ON_DEMAND:
+        return on_demand_gpus(title, got, gpus, cfg.region, family, where)
     pre, std = got.preemptible, got.standard
     if pre.limit is None and pre.why == "off":
         return Check(title, None, f"{gpus} needed; the Cloud Quotas API, where Google lists this quota,"

@@ -108,7 +108,7 @@ class XpkClusterStep(ContextStep):
             return ["xpk", "cluster", "delete", *common, "--force"]
         return ["xpk", "cluster", "create", f"--num-nodes={c.num_nodes}",
                 f"--device-type={c.device_type}", "--default-pool-cpu-machine-type=e2-standard-4",
-                "--spot", "--enable-lustre-csi-driver", *common]
+                *c.capacity_type.xpk_flags(), "--enable-lustre-csi-driver", *common]
 
     def command(self) -> str:
         return f'cd "{self.ctx.xpk_dir}" && {join(self._argv("create"))}'

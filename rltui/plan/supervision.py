@@ -85,7 +85,9 @@ class RunState:
             took = "" if later.recover_s is None else f" in {_clock(later.recover_s)}"
             if earlier.stalled is not None:
                 return f"{earlier.stall_line()}; resumed from step {later.resumed_from_step}{took}"
-            return f"preempted at step {at}, resumed from step {later.resumed_from_step}{took}"
+            # The supervisor says "node lost" where the node was no Spot VM (only those are preempted).
+            what = "node lost" if earlier.ended_reason.startswith("node lost") else "preempted"
+            return f"{what} at step {at}, resumed from step {later.resumed_from_step}{took}"
         return ""
 
 

@@ -1,5 +1,7 @@
-"""Metrics: Lustre throughput with the checkpoint saves on the same time axis, the Lustre
-instance (state, IP, mount point, capacity used, tier), and reward, step time per step.
+"""Metrics: Lustre throughput with the checkpoint saves on the same time axis, under it the
+GPUs' duty cycle (GKE's accelerator metrics, the mean over the RayCluster's pods) on that axis
+too, the Lustre instance (state, IP, mount point, capacity used, tier), and reward, step time
+per step.
 
 The codelab's point is "high throughput, low checkpoint latency": each save should line up with
 a write spike. A save's moment and duration come from rltui/saves.py (its `Saving checkpoint`
@@ -12,7 +14,7 @@ cloud/monitoring.py); the sandbox's meter stamps its samples with the same wall 
 axis: seconds before the poll (`LustreMetrics.at`, time.time()).
 
 At 80x24 (or below 100 columns or 32 rows) one chart shows at a time, `v` picks the next one;
-the saves and the Lustre panel sit side by side under it. From 100x32 all six panes show.
+the saves and the Lustre panel sit side by side under it. From 100x32 all seven panes show.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from textual.widgets import Static
 from .. import runs
 from ..joblog import TrainingStep
 from ..saves import Save, merge
-from ..seam import JobStatusUpdate, LustreInstance, LustreMetrics
+from ..seam import GpuMetrics, JobStatusUpdate, LustreInstance, LustreMetrics
 from ..widgets.charts import (
     Chart,
     ChartSpec,
@@ -57,7 +59,11 @@ NO_PREVIOUS = "No earlier run with a reward is recorded (`rltui runs` lists the 
 NO_SAVES = ["No checkpoint saved yet.", "The codelab saves every 2 steps",
             "(checkpointing.save_period=2)."]
 NO_LUSTRE = ["Waiting for the Lustre instance", "(asked on open and every minute)"]
-CHARTS = ("write", "read", "reward", "step-time")
+CHARTS = ("write", "gpu", "read", "reward", "step-time")
+NO_GPU = "Waiting for GKE's GPU metrics: each worker's GPUs report once a minute"
+PANES = ("write-chart", "saves-pane", "gpu-chart", "lustre-pane", "read-chart", "reward-chart",
+         "step-time-chart")   # compose's order
+GPU_TITLE = "GPU busy (duty cycle %, mean over the workers)"
 WIDE_COLS, TALL_ROWS = 100, 32   # below either: one chart at a time
 
 
@@ -110,6 +116,26 @@ def throughput_spec(metrics: LustreMetrics | None, key: Literal["read", "write"]
                      spans=spans, xlim=(start, end),
                      xticks=tuple((t * per, label) for t, label in ticks), yticks=yticks)
     return spec, f"{name} ({unit}) · peak {peak / scale:.3g} {unit} · period {period:g} s"
+
+
+def gpu_spec(gpu: GpuMetrics | None, saves: list[Save], width: int,
+             xlim: tuple[float, float] | None) -> tuple[ChartSpec, str]:
+    """The workers' mean duty cycle on the write chart's time axis (`xlim`, seconds before the
+    poll), with the same save markers: a save's write spike sits over the GPUs' dip."""
+    line = gpu.mean_busy() if gpu else []
+    if not gpu or not line:
+        return ChartSpec(empty=NO_GPU), GPU_TITLE
+    at, period = gpu.at, float(gpu.period_s or 60)
+    xs = [t - period / 2 - at for t, _ in line]  # a period's mean, drawn mid-period
+    yticks = nice_ticks(100.0)
+    if xlim is None:
+        xlim = (min(xs[0] - period / 2, 0.0), max([0.0, *((s.ended or at) - at for s in saves)]))
+    spans = save_spans(saves, at, xlim, plot_columns(width, yticks)) if saves else ()
+    per, ticks = time_ticks(-xlim[0])
+    drawn_xs, drawn_ys = downsample(xs, [v for _, v in line], max(2 * width, 16))
+    spec = ChartSpec(series=(Series(drawn_xs, drawn_ys, "success"),), spans=spans, xlim=xlim,
+                     xticks=tuple((t * per, label) for t, label in ticks), yticks=yticks)
+    return spec, f"GPU busy (%, mean of {len(gpu.busy)} workers) · now {line[-1][1]:.0f}% · period {period:g} s"
 
 
 def step_ticks(last: int) -> tuple[tuple[float, str], ...]:
@@ -282,6 +308,7 @@ class MetricsScreen(WizardScreen):
     def __init__(self) -> None:
         super().__init__()
         self._metrics: LustreMetrics | None = None
+        self._gpu: GpuMetrics | None = None
         self._lustre: LustreInstance | None = None
         self._saves: dict[int, Save] = {}
         self._records: dict[int, TrainingStep] = {}
@@ -293,14 +320,16 @@ class MetricsScreen(WizardScreen):
         with Grid(id="metrics-body"):
             yield Chart(WAITING, id="write-chart", classes="metrics-pane chart")
             yield TextPane(saves_lines([], None, 36), id="saves-pane", classes="metrics-pane")
-            yield Chart(WAITING, id="read-chart", classes="metrics-pane chart")
+            yield Chart(NO_GPU, id="gpu-chart", classes="metrics-pane chart")
             yield TextPane(lustre_lines(None, None, 36), id="lustre-pane", classes="metrics-pane")
+            yield Chart(WAITING, id="read-chart", classes="metrics-pane chart")
             yield Chart(NO_REWARD, id="reward-chart", classes="metrics-pane chart")
             yield Chart(NO_STEP_TIME, id="step-time-chart", classes="metrics-pane chart")
 
     def on_mount(self) -> None:
         titles = {"#write-chart": "Lustre write throughput",
                   "#read-chart": "Lustre read throughput",
+                  "#gpu-chart": GPU_TITLE,
                   "#saves-pane": "Checkpoint saves",
                   "#lustre-pane": "Lustre instance",
                   "#reward-chart": REWARD_TITLE,
@@ -310,6 +339,7 @@ class MetricsScreen(WizardScreen):
         self._layout(self.app.size.width, self.app.size.height)
         bus = self.wizard.bus
         bus.metrics.subscribe(self, self._on_metrics)
+        bus.gpu.subscribe(self, self._on_gpu)
         bus.saves.subscribe(self, self._on_saves)
         bus.lustre.subscribe(self, self._on_lustre)
         bus.step_records.subscribe(self, self._on_step_records)
@@ -374,6 +404,13 @@ class MetricsScreen(WizardScreen):
         self.set_class(compact, "-compact")
         for name in CHARTS:
             self.query_one(f"#{name}-chart").set_class(compact and name == self.chart, "-shown")
+        # The grid places panes in DOM order: compact, the shown chart first (over saves |
+        # Lustre); wide, compose's order (write over the GPUs, beside saves and Lustre).
+        body = self.query_one("#metrics-body")
+        for pane in reversed(PANES):
+            body.move_child(self.query_one(f"#{pane}"), before=0)
+        if compact:
+            body.move_child(self.query_one(f"#{self.chart}-chart"), before=0)
 
     @property
     def compact(self) -> bool:
@@ -386,6 +423,10 @@ class MetricsScreen(WizardScreen):
         self._draw_throughput()
         self._draw_saves()  # the spike under each save
         self._draw_lustre()
+
+    def _on_gpu(self, gpu: GpuMetrics) -> None:
+        self._gpu = gpu
+        self._draw_throughput()
 
     def _on_saves(self, saves: list[Save]) -> None:
         self._saves = merge(self._saves, saves)
@@ -430,12 +471,17 @@ class MetricsScreen(WizardScreen):
 
     def _draw_throughput(self) -> None:
         saves = self.saves()
+        xlim = None
         for key in ("write", "read"):
             chart = self.query_one(f"#{key}-chart", Chart)
             spec, title = throughput_spec(self._metrics, key, saves if key == "write" else [],
                                           self._width(f"#{key}-chart"))
+            xlim = spec.xlim if key == "write" else xlim
             chart.border_title = title
             chart.show(spec)
+        chart = self.query_one("#gpu-chart", Chart)
+        spec, chart.border_title = gpu_spec(self._gpu, saves, self._width("#gpu-chart"), xlim)
+        chart.show(spec)
 
     def _draw_saves(self) -> None:
         self.query_one("#saves-pane", TextPane).update(

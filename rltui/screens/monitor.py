@@ -168,6 +168,7 @@ class MonitorScreen(WizardScreen):
         bus.step_records.subscribe(self, self._on_step_records)
         bus.checkpoints.subscribe(self, self._on_checkpoints)
         bus.kube_events.subscribe(self, self._on_kube_events)
+        bus.gpu.subscribe(self, self.query_one(PodsTable).set_gpu)
         self._arrange(self.app.size.width)
         self.query_one("#job-log").focus()
 

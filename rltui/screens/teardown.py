@@ -87,6 +87,10 @@ class TeardownScreen(WizardScreen):
                 yield Input(placeholder="cluster name", id="confirm")
                 yield Button("Delete all (ctrl+d)", id="delete", variant="error", disabled=True)
                 yield Button("Ask again (ctrl+u)", id="refresh")
+            # The offer to keep the checkpoints: Lustre's ExportData before its delete (plan/export.py).
+            with Horizontal(id="export-row"):
+                yield Input(placeholder="gs://BUCKET/PREFIX", id="export-to")
+                yield Static("first export the checkpoints there (empty: do not)", id="export-hint")
 
     def on_mount(self) -> None:
         bus = self.wizard.bus
@@ -136,6 +140,21 @@ class TeardownScreen(WizardScreen):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if self.confirmed:
             self.action_delete_all()
+
+    def _export_to(self) -> tuple[bool, str | None]:
+        """(usable, where the checkpoints go first: None for nowhere); a bad address is said."""
+        text = self.query_one("#export-to", Input).value.strip()
+        if not text:
+            return True, None
+        from ..plan.export import destination
+        from ..plan.jobs import Refused
+
+        try:
+            return True, destination(text, "export to")
+        except Refused as exc:
+            self.notify(str(exc), title="Teardown", severity="error")
+            self.query_one("#export-to", Input).focus()
+            return False, None
 
     # --- data in ---
 
@@ -297,11 +316,17 @@ class TeardownScreen(WizardScreen):
             self.notify("type the cluster name first", title="Teardown", severity="warning")
             self.query_one("#confirm", Input).focus()
             return
+        usable, export_to = self._export_to()
+        if not usable:
+            return
         self.query_one("#deletions", StepsView).set_steps([])
         self.query_one("#teardown-log", Log).clear()
         self._pending = []
         self._start_phase()
-        self.wizard.start_teardown()
+        if export_to:   # the export runs and is waited for before the Lustre delete
+            self.wizard.start_teardown(export_to=export_to)
+        else:
+            self.wizard.start_teardown()
 
     def action_refresh(self) -> None:
         """Ask the cloud again what exists."""

@@ -7,9 +7,11 @@ sees which worker went; once its group runs whole again the row stays, dimmed an
 only: a long run with many preemptions must not fill the table). A pod deleted the ordinary
 way leaves the table.
 
-Columns drop by priority as the table narrows: NAME, PHASE, R and AGE always; then NODE (a
+Columns drop by priority as the table narrows: NAME, PHASE, R and AGE always; then GPU% (the
+pod's GPUs busy, from Cloud Monitoring), NODE (a
 short suffix; more of its end, then the whole name, once NAME is whole; always whole in
-describe), TYPE, GPU, CPU.
+describe), TYPE, GPU, CPU, GMEM (the GPUs' memory in use). GPU% and GMEM exist only once Cloud
+Monitoring has answered with GPU points.
 Keys (k9s): enter or `l` logs, `d` describe, ctrl+d delete (the screen confirms first).
 """
 
@@ -25,15 +27,19 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from ..plan.pods import KubeEvent, PodRow, PodsSummary, age_text, desired_sizes, pod_row, summarize
+from ..seam import GpuMetrics
 
 __all__ = ["PodsTable", "age_text", "layout", "tail"]
 
-COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "GPU", "CPU", "R", "AGE")
-WIDTH = {"TYPE": 6, "PHASE": 11, "GPU": 3, "CPU": 4, "R": 2, "AGE": 5}
+COLUMNS = ("NAME", "TYPE", "NODE", "PHASE", "GPU", "GPU%", "CPU", "GMEM", "R", "AGE")
+WIDTH = {"TYPE": 6, "PHASE": 11, "GPU": 3, "GPU%": 4, "CPU": 4, "GMEM": 5, "R": 2, "AGE": 5}
 NAME_MIN, NODE_SHORT, PHASE_WIDE = 13, 5, 17
 # What is added, in this order, while NAME keeps NAME_MIN columns (PHASE+ only while the
 # longest name still fits whole).
-OPTIONAL = ("NODE", "TYPE", "GPU", "CPU", "NODE+", "PHASE+")
+# GPU% first: the GPUs' use is what an operator looks at first (k9s's GPU columns, the Ray
+# dashboard), so at 80 columns it takes NODE's place.
+OPTIONAL = ("GPU%", "NODE", "TYPE", "GPU", "CPU", "GMEM", "NODE+", "PHASE+")
+GPU_USE = ("GPU%", "GMEM")  # only with GPU points
 WAITING = {"Pending", "ContainerCreating", "PodInitializing", "Terminating", "Init:0/1"}
 KEEP_REPLACED = 5
 REPLACED = "replaced"
@@ -44,7 +50,13 @@ def tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
-def layout(width: int, padding: int, node_len: int, name_len: int = 0) -> dict[str, int]:
+def gib(n: float) -> str:
+    """Bytes as whole GiB, as nvidia-smi's MiB would be too wide for the column."""
+    return f"{n / 2**30:.0f}G"
+
+
+def layout(width: int, padding: int, node_len: int, name_len: int = 0,
+           gpu_use: bool = False) -> dict[str, int]:
     """Column widths for a table `width` wide: NAME takes what the others leave."""
     cols = {"NAME": NAME_MIN, "PHASE": WIDTH["PHASE"], "R": WIDTH["R"], "AGE": WIDTH["AGE"]}
 
@@ -52,6 +64,8 @@ def layout(width: int, padding: int, node_len: int, name_len: int = 0) -> dict[s
         return width - sum(w for k, w in trial.items() if k != "NAME") - 2 * padding * len(trial)
 
     for extra in OPTIONAL:
+        if extra in GPU_USE and not gpu_use:
+            continue
         trial = dict(cols)
         if extra == "NODE":
             trial["NODE"] = NODE_SHORT
@@ -119,6 +133,7 @@ class PodsTable(DataTable[Text]):
         self._widths: dict[str, int] = {}
         self._redraw_pending = False
         self.on_change: Callable[[], None] | None = None   # after every redraw (the counts)
+        self.gpu: GpuMetrics | None = None     # Cloud Monitoring's GPU points (None: none yet)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)  # ages move on
@@ -161,6 +176,18 @@ class PodsTable(DataTable[Text]):
         """The RayCluster's spec gives the size each group should have ({}: none)."""
         self.desired = desired_sizes(raycluster)
         self._schedule_redraw()
+
+    def set_gpu(self, gpu: GpuMetrics) -> None:
+        """Cloud Monitoring's newest GPU points: GPU% and GMEM appear with the first pod's."""
+        self.gpu = gpu if gpu.busy else None
+        self._schedule_redraw()
+
+    def gpu_cells(self, name: str) -> tuple[str, str, str]:
+        """GPU%, GMEM in use and GMEM in all, as shown ("-": no point for this pod)."""
+        use = self.gpu.latest(name) if self.gpu is not None else None
+        if use is None:
+            return "-", "-", "-"
+        return f"{use.busy_pct:.0f}", gib(use.memory_used), gib(use.memory_total)
 
     def summary(self) -> PodsSummary:
         rows = [pod_row(obj, gone=gone, now=self.now()) for obj, gone in self._pods.values()]
@@ -205,9 +232,12 @@ class PodsTable(DataTable[Text]):
         s = self.summary()
         head = f"{s.running}/{s.wanted} running" + (f" · {len(s.replaced)} replaced" if s.replaced else "") \
             + (f" · {s.outstanding} PREEMPTED" if s.outstanding else "")
-        table = [("NAME", "TYPE", "NODE", "PHASE", "GPU", "CPU", "R", "AGE")]
-        table += [(r.name, r.type or "-", r.node or "-", REPLACED if r.name in s.replaced else r.phase,
-                   r.gpu or "-", r.cpu or "-", str(r.restarts), age_text(r.age_s)) for r in rows]
+        table = [("NAME", "TYPE", "NODE", "PHASE", "GPU", "GPU%", "GMEM", "CPU", "R", "AGE")]
+        for r in rows:
+            busy, used, total = self.gpu_cells(r.name)
+            table.append((r.name, r.type or "-", r.node or "-", REPLACED if r.name in s.replaced else r.phase,
+                          r.gpu or "-", busy, "-" if used == "-" else f"{used}/{total}", r.cpu or "-",
+                          str(r.restarts), age_text(r.age_s)))
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         return "Pods", [head, ""] + ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                                      for row in table]
@@ -218,7 +248,8 @@ class PodsTable(DataTable[Text]):
         width = (self.size.width or 60) - (2 if self.show_vertical_scrollbar else 0)
         nodes = [len(obj.get("spec", {}).get("nodeName") or "") for obj, _ in self._pods.values()]
         names = [len(self._short(n)) for n in self._pods]
-        widths = layout(width, self.cell_padding, max(nodes, default=0), max(names, default=0))
+        widths = layout(width, self.cell_padding, max(nodes, default=0), max(names, default=0),
+                        gpu_use=self.gpu is not None)
         if widths == self._widths and self.columns:
             return
         self._widths = widths
@@ -250,7 +281,8 @@ class PodsTable(DataTable[Text]):
         node, node_w = row.node or "-", w.get("NODE", NODE_SHORT)
         if len(node) > node_w and node_w <= NODE_SHORT:   # a short column: the node's suffix
             node = node.rsplit("-", 1)[-1]
-        values = {"NAME": tail(name, w["NAME"]), "TYPE": row.type or "-",
+        busy, used, _ = self.gpu_cells(row.name) if self.gpu is not None else ("-", "-", "-")
+        values = {"NAME": tail(name, w["NAME"]), "TYPE": row.type or "-", "GPU%": busy, "GMEM": used,
                   "NODE": tail(node, node_w),
                   "PHASE": phase if len(phase) <= w["PHASE"] else phase[:w["PHASE"] - 1] + "…",
                   "GPU": row.gpu or "-", "CPU": row.cpu or "-", "R": str(row.restarts),

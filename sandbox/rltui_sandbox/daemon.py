@@ -100,7 +100,8 @@ def _loopback_socket() -> socket.socket:
 
 async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_path: Path | None,
                 lustre_quota_gib: int | None = None, quotas: dict[str, float] | None = None,
-                denied: list[str] | None = None, kuberay_version: str | None = None) -> None:
+                denied: list[str] | None = None, kuberay_version: str | None = None,
+                unavailable_capacity: list[str] | None = None) -> None:
     import grpc
     from aiohttp import web
 
@@ -125,6 +126,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     from .kuberay import KubeRayController, add_preempt_route
     from .kuberay.versions import KubeRay
     from .control import add_control_routes
+    from .gpu_meter import GpuMeter
     from .lustre_meter import LustreMeter
     from .nemo_rl_tree import write_uv_shim
     from .profile import Clock, LatencyProfile
@@ -140,6 +142,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     world.lustre_quota_gib = lustre_quota_gib  # per zone and network; None: unlimited
     world.quotas.update(quotas or {})  # regional Compute Engine quota limits, e.g. GPUs
     world.denied_permissions.update(denied or ())  # permissions the caller lacks (testIamPermissions)
+    world.unavailable_capacity.update(unavailable_capacity or ())  # GPU pools of that kind stock out
     store = KubeStore(root / "kube", faults)
 
     # Lustre throughput is measured on each ACTIVE instance's folder, sampled every 60 reference
@@ -180,6 +183,13 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
 
     unsubscribe_kube = world.subscribe(forget_cluster_objects)
     meter_task = asyncio.create_task(meter.run(), name="lustre-meter")
+    # The GPU nodes' accelerator metrics, from the demo job's phases (gpu_meter.py), sampled
+    # every 60 reference seconds as GKE's container metrics are; labelled with each GKE cluster
+    # of the project (the kube API is every cluster's).
+    gpu_meter = GpuMeter(root / "rayclusters", lambda: [
+        (project, c.location, c.name) for project in world.projects() for c in world.list_clusters(project)],
+        interval_s=max(60.0 / speed, 0.25))
+    gpu_task = asyncio.create_task(gpu_meter.run(), name="gpu-meter")
 
     server = grpc.aio.server()
     guard(server, gate=world.gate_grpc, record=record)
@@ -190,7 +200,7 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     add_quotas_service(server, world)
     # Time runs `speed` times faster here: the 60 s minimum alignment period and the 120 s
     # visibility delay are reference seconds (60/speed and 120/speed real seconds).
-    add_monitoring_service(server, meter, speed=speed, record=record)
+    add_monitoring_service(server, meter, speed=speed, record=record, gpu_meter=gpu_meter)
     grpc_port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
 
@@ -301,7 +311,8 @@ async def serve(root: Path, speed: float, fault_p: float, seed: int, profile_pat
     unsubscribe()
     unsubscribe_kube()
     meter_task.cancel()
-    await asyncio.gather(meter_task, return_exceptions=True)
+    gpu_task.cancel()
+    await asyncio.gather(meter_task, gpu_task, return_exceptions=True)
     meter.close()
     await proxy.close()
     for rest_runner in rest_runners:
@@ -329,7 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deny", action="append", default=[], metavar="PERMISSION",
                    help="a permission the caller lacks, e.g. lustre.instances.create")
     p.add_argument("--kuberay-version", default=None, help="the RayOperator add-on's KubeRay release")
+    p.add_argument("--capacity", action="append", default=[], metavar="KIND=unavailable",
+                   help="GPU capacity the zones are out of (spot, on-demand): its GPU pools fail as a stockout")
     args = p.parse_args(argv)
+    from .world_capacity import parse_knob
+
+    try:
+        unavailable = [parse_knob(item) for item in args.capacity]
+    except ValueError as exc:
+        p.error(str(exc))
     quotas = {}
     for item in args.quota:
         metric, _, limit = item.partition("=")
@@ -338,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(serve(args.dir, args.speed, args.faults, args.seed, args.profile, args.lustre_quota_gib,
-                      quotas, args.deny, args.kuberay_version))
+                      quotas, args.deny, args.kuberay_version, unavailable))
     return 0
 
 

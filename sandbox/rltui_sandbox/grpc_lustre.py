@@ -1,4 +1,4 @@
-"""google.cloud.lustre.v1.Lustre (instance RPCs) and google.longrunning.Operations over the World.
+"""google.cloud.lustre.v1.Lustre (instance RPCs, ExportData) and google.longrunning.Operations over the World.
 
 The request shapes are the ones LustreClient sends: parent/name resource paths, instance_id and
 instance on create; create/delete answer with a google.longrunning Operation that the client
@@ -39,11 +39,18 @@ def add_lustre_services(server: grpc.aio.Server, world: World) -> None:
         n = parse_name(INSTANCE, req.name)
         return world.delete_lustre_instance(n["project"], n["location"], n["instance"], request_id=req.request_id)
 
+    def export_data(req: lustre_v1.ExportDataRequest) -> operations_pb2.Operation:
+        # Copies the folder into a Cloud Storage bucket (world_storage.py export_lustre_data).
+        n = parse_name(INSTANCE, req.name)
+        return world.export_lustre_data(n["project"], n["location"], n["instance"], req.lustre_path.path,
+                                        req.gcs_path.uri, request_id=req.request_id)
+
     add_service(server, "google.cloud.lustre.v1.Lustre", {
         "CreateInstance": (create_instance, lustre_v1.CreateInstanceRequest, operations_pb2.Operation),
         "GetInstance": (get_instance, lustre_v1.GetInstanceRequest, lustre_v1.Instance),
         "ListInstances": (list_instances, lustre_v1.ListInstancesRequest, lustre_v1.ListInstancesResponse),
         "DeleteInstance": (delete_instance, lustre_v1.DeleteInstanceRequest, operations_pb2.Operation),
+        "ExportData": (export_data, lustre_v1.ExportDataRequest, operations_pb2.Operation),
     }, world.faults)
     _add_operations(server, world)
 

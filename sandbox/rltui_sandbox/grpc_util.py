@@ -252,6 +252,10 @@ class LroStore:
         else:
             op.response.CopyFrom(_pack(response))
 
+    def set_metadata(self, name: str, metadata: Any) -> None:
+        """A running operation's new metadata (a transfer's counters as it goes)."""
+        self._ops[name].metadata.CopyFrom(_pack(metadata))
+
     def metadata(self, name: str, cls: type) -> Any:
         """The operation's metadata unpacked as proto-plus `cls`."""
         return cls.deserialize(self._ops[name].metadata.value)

@@ -99,11 +99,14 @@ def _answers(info: dict[str, Any]) -> bool:
 def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path | None = None,
           root: Path | None = None, timeout: float = START_TIMEOUT_S,
           quotas: dict[str, float] | None = None, lustre_quota_gib: int | None = None,
-          denied: list[str] | None = None, kuberay_version: str | None = None) -> Status:
+          denied: list[str] | None = None, kuberay_version: str | None = None,
+          unavailable_capacity: list[str] | None = None) -> Status:
     """Start the daemon (or return the running one) once all its endpoints answer. `quotas`:
     regional Compute Engine limits by metric; `lustre_quota_gib`: Lustre capacity per zone and
     network; `denied`: permissions the caller lacks; `kuberay_version`: the KubeRay release the
-    RayOperator add-on runs (None: kuberay/versions.py DEFAULT). A running daemon keeps its own."""
+    RayOperator add-on runs (None: kuberay/versions.py DEFAULT); `unavailable_capacity`: GPU
+    capacity kinds ("spot", "on-demand") whose pools stock out (world_capacity). A running daemon
+    keeps its own."""
     root = root or sandbox_dir()
     running = read_status(root)
     if running:
@@ -133,6 +136,8 @@ def start(speed: float = 60.0, faults: float = 0.0, seed: int = 0, profile: Path
         argv += ["--deny", permission]
     if kuberay_version is not None:
         argv += ["--kuberay-version", kuberay_version]
+    for kind in unavailable_capacity or ():
+        argv += ["--capacity", f"{kind}=unavailable"]
     log = open(root / LOG_FILE, "ab")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -239,7 +244,7 @@ def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
     """The environment that points the REAL gcloud (and kubectl, through the kubeconfig
     `gcloud container clusters get-credentials` writes) at this sandbox without touching the
     user's own gcloud or kube config: the endpoint overrides (SOURCES.md#real-gcloud-offline:
-    COMPUTE takes `/compute/v1/`, the others the host root), any token from a file,
+    COMPUTE takes `/compute/v1/`, STORAGE `/storage/v1/`, the others the host root), any token from a file,
     a private CLOUDSDK_CONFIG and KUBECONFIG, no prompts, no update check or usage reporting
     (both would reach Google). When the daemon runs its proxy (status key `proxy`), gcloud is sent
     through it (CLOUDSDK_PROXY_*) trusting the sandbox CA (CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE):
@@ -255,6 +260,10 @@ def tool_env(info: Mapping[str, Any]) -> dict[str, str]:
     root = Path(info["gcloud_config"]).parent
     token_file = Path(info.get("access_token_file") or root / ACCESS_TOKEN_FILE)
     env = {f"CLOUDSDK_API_ENDPOINT_OVERRIDES_{api.upper()}": str(rest[api]) for api in GCLOUD_APIS}
+    if rest.get("storage"):
+        # gcloud's storage client takes the override with its version path, as its generated
+        # client's BASE_URL has it (rest_storage.py); `rest.storage` is the host root.
+        env["CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE"] = str(rest["storage"]) + "storage/v1/"
     env.update({
         "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token_file),
         "CLOUDSDK_CONFIG": str(info["gcloud_config"]),

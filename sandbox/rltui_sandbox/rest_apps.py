@@ -15,6 +15,7 @@ from rltui_sandbox.rest_lustre import lustre_app
 from rltui_sandbox.rest_resourcemanager import resourcemanager_app
 from rltui_sandbox.rest_servicenetworking import servicenetworking_app
 from rltui_sandbox.rest_serviceusage import serviceusage_app
+from rltui_sandbox.rest_storage import storage_app
 
 __all__ = ["rest_apps"]
 
@@ -24,5 +25,6 @@ def rest_apps() -> dict[str, Callable[..., web.Application]]:
         "lustre": lustre_app, "container": container_app, "serviceusage": serviceusage_app,
         "servicenetworking": servicenetworking_app, "cloudresourcemanager": resourcemanager_app,
         "iam": iam_app,  # IAM v1 service accounts and their policies (rest_iam.py)
+        "storage": storage_app,  # Cloud Storage JSON API, host root (rest_storage.py)
     }
     return apps

@@ -67,6 +67,7 @@ from rltui_sandbox.record import Record
 from rltui_sandbox.rest_compute_common import (
     BASE, Route, basename, error_json, filtered, gce_id, list_response, url,
 )
+from rltui_sandbox.rest_compute_reservations import add_reservation_routes
 from rltui_sandbox.rest_compute_routers import (
     add_router_routes, aggregated, label_fingerprint, regional_address_json,
 )
@@ -378,6 +379,7 @@ def add_compute_routes(app: web.Application, world: World, *, record: Record | N
         return web.json_response(machine_type_json(world, project, m["zone"], m["machineType"]))
 
     route("GET", "/regions/{region}", "regions.get", regions_get)
+    add_reservation_routes(route, world.reservations)
     route("GET", "/zones/{zone}/machineTypes/{machineType}", "machineTypes.get", machine_types_get)
 
     # -- operations

@@ -7,6 +7,7 @@ client encodes (google-cloud-lustre, lustre_v1/services/lustre/transports/rest_b
 - GET    /v1/{name=projects/*/locations/*/instances/*}
 - GET    /v1/{parent=projects/*/locations/*}/instances  (?pageSize=&pageToken=; location `-` = all)
 - DELETE /v1/{name=projects/*/locations/*/instances/*}  (?requestId=)
+- POST   /v1/{name=projects/*/locations/*/instances/*}:exportData  (body: ExportDataRequest)
 - GET    /v1/{name=projects/*/locations/*/operations/*}, GET /v1/{name=projects/*/locations/*}/operations,
   DELETE .../operations/*, POST .../operations/*:cancel  (the google.longrunning mixin rules there)
 
@@ -67,6 +68,11 @@ def lustre_app(world: World, *, record: Record | None = None, faults: Faults | N
         return lro_json(world.delete_lustre_instance(m["project"], m["location"], m["instance"],
                                                      request_id=request.query.get("requestId", "")))
 
+    async def export(request: web.Request, m: dict[str, str]) -> Any:
+        req = lustre_v1.ExportDataRequest.from_json(_json(await body_of(request)), ignore_unknown_fields=True)
+        return lro_json(world.export_lustre_data(m["project"], m["location"], m["instance"], req.lustre_path.path,
+                                                 req.gcs_path.uri, request_id=req.request_id))
+
     def op_name(m: dict[str, str]) -> str:
         return f"projects/{m['project']}/locations/{m['location']}/operations/{m['operation']}"
 
@@ -89,6 +95,7 @@ def lustre_app(world: World, *, record: Record | None = None, faults: Faults | N
     api.route("GET", LOC + "/instances", "instances.list", list_)
     api.route("GET", LOC + "/instances/{instance}", "instances.get", get)
     api.route("DELETE", LOC + "/instances/{instance}", "instances.delete", delete)
+    api.route("POST", LOC + "/instances/{instance:[^/:]+}:exportData", "instances.exportData", export)
     api.route("GET", LOC + "/operations", "operations.list", op_list)
     api.route("GET", LOC + "/operations/{operation}", "operations.get", op_get)
     api.route("DELETE", LOC + "/operations/{operation}", "operations.delete", op_delete)

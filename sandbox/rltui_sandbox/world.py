@@ -54,6 +54,7 @@ from rltui_sandbox.faults import Faults
 from rltui_sandbox.grpc_util import LroStore
 from rltui_sandbox.profile import Clock
 from rltui_sandbox.record import Record
+from rltui_sandbox.rest_compute_reservations import Reserved
 from rltui_sandbox.world_gke import GkeClusterMixin
 from rltui_sandbox.world_gke_pools import GkeNodePoolMixin
 from rltui_sandbox.world_iam import IamMixin
@@ -62,6 +63,7 @@ from rltui_sandbox.world_model import WorldEvent, _Due, _Project, _project_from_
 from rltui_sandbox.world_network import NetworkMixin, _add_default_network
 from rltui_sandbox.world_routers import RouterMixin
 from rltui_sandbox.world_services import ServiceUsageMixin
+from rltui_sandbox.world_storage import StorageMixin
 from rltui_sandbox.world_xpk import XpkMixin
 
 # Re-exported: the names importers take from here (`from rltui_sandbox.world import ...`).
@@ -94,7 +96,7 @@ log = logging.getLogger(__name__)
 
 
 class World(NetworkMixin, RouterMixin, ServiceUsageMixin, GkeClusterMixin, GkeNodePoolMixin, XpkMixin, LustreMixin,
-            IamMixin):
+            IamMixin, StorageMixin):
     """The emulated projects; see the module docstring."""
 
     def __init__(self, state_dir: Path, clock: Clock, faults: Faults | None = None, *,
@@ -113,6 +115,11 @@ class World(NetworkMixin, RouterMixin, ServiceUsageMixin, GkeClusterMixin, GkeNo
         # zones offer a machine type (compute machineTypes.get; absent: every zone).
         self.denied_permissions: set[str] = set()
         self.machine_type_zones: dict[str, set[str]] = {}
+        # Compute Engine zonal reservations by (project, zone): rest_compute_reservations.
+        self.reservations: dict[tuple[str, str], dict[str, Reserved]] = {}
+        # GPU capacity kinds ("spot", "on-demand") the zones are out of (the daemon's --capacity):
+        # a GPU pool asking for one fails as a stockout (world_capacity).
+        self.unavailable_capacity: set[str] = set()
         # Where every GKE cluster's Kubernetes API answers and the CA it presents (base64 PEM):
         # set by the daemon once its HTTPS site is bound; see GkeClusterMixin.cluster_api.
         self.kube_endpoint = "127.0.0.1"

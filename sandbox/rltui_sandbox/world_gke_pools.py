@@ -17,6 +17,7 @@ import uuid
 from google.cloud import container_v1
 
 from rltui_sandbox.grpc_util import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from rltui_sandbox.world_capacity import fail_for_stockout, out_of_stock
 from rltui_sandbox.world_gke import GKE_API, GKE_VERSION, OpType, Status, _copy, _pool_data
 from rltui_sandbox.world_model import _check_gce_name, region_of
 
@@ -131,7 +132,8 @@ class GkeNodePoolMixin:
         c.node_pools.append(np)
         op = self._start_cluster_op(p, location, cluster, OpType.CREATE_NODE_POOL, f"/nodePools/{np.name}")
         args = {"project": project, "location": location, "cluster": cluster, "pool": np.name, "operation": op.name}
-        action = "node_pool_failed" if self._quota_problem(project, location, cluster, np) else "node_pool_ready"
+        failing = self._quota_problem(project, location, cluster, np) or out_of_stock(self, np)
+        action = "node_pool_failed" if failing else "node_pool_ready"
         self._schedule(action, args, key=key, seconds=seconds)
         self._commit()
         return _copy(op)
@@ -153,7 +155,10 @@ class GkeNodePoolMixin:
             self._finish_cluster_op(project, operation)
             return
         problem = self._quota_problem(project, location, cluster, np)
-        if problem is None:  # quota raised meanwhile: the pool comes up after all
+        if problem is None and out_of_stock(self, np):   # the --capacity knob: world_capacity
+            fail_for_stockout(self, project, location, cluster, np, operation)
+            return
+        if problem is None:  # quota raised (or stock back) meanwhile: the pool comes up after all
             self._on_node_pool_ready(project, location, cluster, pool, operation)
             return
         metric, limit = problem

@@ -3,7 +3,10 @@
 - `submit` again without flags: exit 2, one line naming the folder and step_4 and both flags;
 - `submit --resume` (MAX_STEPS raised to 6): the demo's log says it resumes from step 4;
 - jobs.json deleted (a new machine): `submit` still asks, now about step_6;
-- `submit --new-folder`: a fresh CHECKPOINT_DIR-2 on the volume, trained from step 1.
+- `submit --new-folder`: a fresh CHECKPOINT_DIR-2 on the volume, trained from step 1;
+- `export --to gs://bars-bucket/run1` (the bucket made by the real gcloud): the newest run's
+  step_N folders listed by `gcloud storage ls` directly under run1/; `down --export-to` a missing
+  bucket deletes nothing of Lustre; `down --yes --no-export` makes no offer and leaves nothing.
 The headless commands run as a user runs them (subprocesses); the volume is read from the
 sandbox's folder standing in for the Lustre instance, not through rltui. One test per phase,
 sharing the cluster: they run in file order.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -100,3 +104,37 @@ def test_a_new_machine_is_still_asked_and_new_folder_trains_from_step_1(user):
     assert steps_in(out.stdout) == [1, 2, 3, 4, 5, 6]
     assert on_volume(user, BASE + "-2") == ["step_4", "step_6"]
     assert on_volume(user, BASE)[-1] == "step_6"  # the first run's folder as it was
+
+
+def gcloud(user: User, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real gcloud after `eval "$(rltui sandbox env)"`, in the user's project."""
+    return subprocess.run(["gcloud", *args, f"--project={PROJECT}"], env=user.tool_env(), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_export_puts_the_runs_step_folders_under_the_prefix(user):
+    made = gcloud(user, "storage", "buckets", "create", "gs://bars-bucket")
+    assert made.returncode == 0, made.stderr
+    out = user.run("export", "--to", "gs://bars-bucket/run1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    # The newest run's folder (--new-folder chose CHECKPOINT_DIR-2), and what was copied, last.
+    assert out.stdout.splitlines()[0].startswith(f"exporting {BASE.removeprefix('/lustre')}-2 from Lustre")
+    assert re.fullmatch(r"exported \d+ files \(.+\) from \S+-2 on Lustre to gs://bars-bucket/run1/",
+                        out.stdout.splitlines()[-1]), out.stdout
+    listed = gcloud(user, "storage", "ls", "gs://bars-bucket/run1/")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["gs://bars-bucket/run1/step_4/", "gs://bars-bucket/run1/step_6/"]
+
+
+def test_export_to_a_missing_bucket_fails_and_down_deletes_nothing_of_lustre(user):
+    out = user.run("down", "--yes", "--export-to", "gs://no-such-bucket/run1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "bucket does not exist" in out.stderr, out.stderr
+    assert on_volume(user, BASE + "-2") == ["step_4", "step_6"]  # the instance and its files are there
+
+
+def test_down_yes_no_export_skips_the_offer(user):
+    out = user.run("down", "--yes", "--no-export")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "not exported" not in out.stdout and "--export-to" not in out.stdout, out.stdout
+    assert out.stdout.splitlines()[-1].startswith("leak scan: nothing of rltui's left")

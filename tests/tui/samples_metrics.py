@@ -11,7 +11,7 @@ import math
 from rltui.cloud.monitoring import Point
 from rltui.joblog import TrainingStep
 from rltui.saves import Save
-from rltui.seam import LustreInstance, LustreMetrics
+from rltui.seam import GpuMetrics, LustreInstance, LustreMetrics
 
 AT = 1_760_000_000.0              # the poll: "now" on the time axis
 PERIOD = 60
@@ -61,6 +61,22 @@ def metrics(points: int = POINTS, period: int = PERIOD) -> LustreMetrics:
         kept = min(done, 2.0)  # keep_top_k=2 prunes the oldest after the third save
         used.append(Point(t, 150 * GIB + kept * CKPT_BYTES))
     return LustreMetrics(AT, period, tuple(read), tuple(write), tuple(used), CAPACITY_GIB)
+
+
+def gpu(points: int = POINTS, period: int = PERIOD, workers: int = 8) -> GpuMetrics:
+    """GKE's duty cycle of each worker pod over the same periods: busy (95%) from step 1 on,
+    except while a save runs (the GPUs wait for the checkpoint): the dips sit under the spikes."""
+    ts = [AT - (points - 1 - i) * period for i in range(points)]
+    start = min(step_ends().values()) - step_time(1)
+    busy = []
+    for t in ts:
+        training = _overlap(t - period, t, start, AT - 30.0)
+        saving = sum(_overlap(t - period, t, s0, s1) for s0, s1, _ in save_windows())
+        busy.append(Point(t, 95.0 * max(0.0, training - saving) / period))
+    names = [f"ray-a4-gpu-spot-gpu-worker-group-worker-{i}" for i in range(workers)]
+    return GpuMetrics(AT, period, {n: tuple(busy) for n in names},
+                      {n: tuple(Point(t, 8 * 0.6 * 180e9) for t in ts) for n in names},
+                      {n: tuple(Point(t, 8 * 180e9) for t in ts) for n in names})
 
 
 def dense_metrics(points: int, phase: float = 0.0) -> LustreMetrics:

@@ -178,3 +178,20 @@ def kube_events() -> list[dict]:
 
 JOB_STATUS = JobStatusUpdate(JOB_ID, "RUNNING")
 DASHBOARD = "http://127.0.0.1:41865"
+
+
+def gpu_metrics():
+    """GKE's accelerator metrics of the running workers (not the head, not the preempted one): the
+    last 5 minutes, busy while training and a dip at the last minute (a checkpoint save); 8 B200
+    GPUs of 180 GB each per pod, the job holding 60% of each."""
+    from rltui.cloud.monitoring import Point
+    from rltui.seam import GpuMetrics
+
+    running = [i for i in range(8) if i != 3]
+    names = [f"{CLUSTER}-gpu-worker-group-worker-{WORKER_SUFFIXES[i]}" for i in running]
+    times = [NOW - 60 * k for k in range(5, 0, -1)]
+    busy = {n: tuple(Point(t, v - j) for t, v in zip(times, (97.0, 98.0, 96.0, 99.0, 12.0)))
+            for j, n in enumerate(names)}
+    used = {n: tuple(Point(t, 8 * 0.6 * 180e9) for t in times) for n in names}
+    total = {n: tuple(Point(t, 8 * 180e9) for t in times) for n in names}
+    return GpuMetrics(NOW, 60.0, busy, used, total)

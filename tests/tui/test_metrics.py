@@ -30,6 +30,7 @@ async def _show_run(app, pilot, saves=None) -> None:
     app.bus.saves.publish(S.saves() if saves is None else saves)
     app.bus.lustre.publish(S.lustre())
     app.bus.metrics.publish(S.metrics())
+    app.bus.gpu.publish(S.gpu())
     await pilot.pause(1.2)  # charts coalesce updates into one redraw a second
 
 
@@ -125,7 +126,7 @@ async def test_at_80x24_one_chart_shows_tall_enough_and_v_picks_the_next(wizard_
         assert screen.query_one("#write-chart").content_size.height >= 7
         for pane in ("#write-chart", "#saves-pane", "#lustre-pane"):
             assert screen.query_one(pane).size.width >= 30
-        for expected in ("read-chart", "reward-chart", "step-time-chart", "write-chart"):
+        for expected in ("gpu-chart", "read-chart", "reward-chart", "step-time-chart", "write-chart"):
             await pilot.press("v")
             await pilot.pause()
             assert [c.id for c in screen.query(Chart) if c.display] == [expected]
@@ -134,7 +135,7 @@ async def test_at_80x24_one_chart_shows_tall_enough_and_v_picks_the_next(wizard_
         assert screen.query_one("#read-chart", Chart).drawn_spec.series  # drawn once shown
 
 
-async def test_at_120x40_all_six_panes_show(wizard_app):
+async def test_at_120x40_all_seven_panes_show(wizard_app):
     app = wizard_app()
     async with app.run_test(size=SIZE) as pilot:
         await _show_run(app, pilot)

@@ -392,3 +392,20 @@ async def test_ctrl_o_opens_the_whole_teardown_with_every_word(wizard_app, froze
         await pilot.press("ctrl+o")
         await pilot.pause()
         assert isinstance(app.screen, FullView)
+
+
+async def test_an_export_address_is_passed_on_and_a_bad_one_starts_nothing(wizard_app, frozen_clock):
+    """The offer to keep the checkpoints: a gs:// folder typed beside the confirmation goes to
+    the teardown (the export runs before the Lustre delete); a bad one is said and starts nothing."""
+    app = wizard_app()
+    calls = _record(app, "start_teardown")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(app, pilot, inventory_before())
+        export = screen.query_one("#export-to", Input)
+        export.value = "bars-bucket/run1"
+        await pilot.press(*C, "ctrl+d")
+        await pilot.pause()
+        assert calls == [] and screen.focused is export and screen.phase == "idle"
+        export.value = "gs://bars-bucket/run1"
+        await pilot.press("ctrl+d")
+        assert calls == [((), {"export_to": "gs://bars-bucket/run1/"})]

@@ -18,21 +18,27 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 FLAGS = json.loads((DATA / "xpk_1.16.0_flags.json").read_text())
 
 
-def xpk_step():
+def xpk_step(capacity: str = ""):
     from rltui.plan.context import Context
     from rltui.plan.steps import XpkClusterStep
 
-    cfg = parse_config(EnvFile.read(DATA / "env" / "devrel-demos.env.sh").values())
-    return XpkClusterStep(Context(cfg, endpoints=_Endpoints()))
+    values = dict(EnvFile.read(DATA / "env" / "devrel-demos.env.sh").values())
+    if capacity:
+        values["CAPACITY"] = capacity
+    return XpkClusterStep(Context(parse_config(values), endpoints=_Endpoints()))
 
 
 class _Endpoints:
     time_scale = 1.0
 
 
+CAPACITIES = ["", "spot", "on-demand", "reservation:a4-res"]
+
+
+@pytest.mark.parametrize("capacity", CAPACITIES)
 @pytest.mark.parametrize("verb", ["create", "delete"])
-def test_rltuis_xpk_argv_parses_under_xpk_1_16_0(verb):
-    argv = xpk_step()._argv(verb)
+def test_rltuis_xpk_argv_parses_under_xpk_1_16_0(verb, capacity):
+    argv = xpk_step(capacity)._argv(verb)
     assert argv[:3] == ["xpk", "cluster", verb]
     known = FLAGS[verb]["flags"]
     for arg in argv[3:]:
@@ -45,6 +51,17 @@ def test_rltuis_xpk_argv_parses_under_xpk_1_16_0(verb):
     for group in FLAGS[verb].get("mutually_exclusive", []):
         assert len(given & set(group["flags"])) == (1 if group.get("required") else len(
             given & set(group["flags"]))) <= 1, group
+
+
+@pytest.mark.parametrize(("capacity", "flag"), [("", "--spot"), ("spot", "--spot"),
+                                               ("on-demand", "--on-demand"),
+                                               ("reservation:a4-res", "--reservation=a4-res")])
+def test_capacity_gives_xpk_exactly_its_one_flag(capacity, flag):
+    # xpk 1.16.0 refuses more than one of them (core/capacity.py get_capacity_type).
+    argv = xpk_step(capacity)._argv("create")
+    modes = [a for a in argv if a.partition("=")[0] in ("--spot", "--flex", "--on-demand", "--reservation")]
+    assert modes == [flag]
+    assert flag in xpk_step(capacity).command()
 
 
 def test_the_state_path_is_xpks_own_hash():

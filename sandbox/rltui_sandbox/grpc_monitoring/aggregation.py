@@ -156,20 +156,25 @@ def _group_key(field: str) -> tuple[str, str]:
 
 @dataclass
 class _Series:
-    key: InstanceKey
+    key: InstanceKey | tuple[str, ...]  # the resource's label values (a Lustre instance, a container)
     labels: Labels
     points: dict[int, tuple[float, float, float]]  # aligned, or raw indexed by position
 
 
-def _reduce(series: list[_Series], reducer: int, groups: list[tuple[str, str]]) -> list[_Series]:
-    """cross_series_reducer over the aligned series, partitioned by group_by_fields."""
+_LUSTRE_LABELS = ("resource_container", "location", "instance_id")
+
+
+def _reduce(series: list[_Series], reducer: int, groups: list[tuple[str, str]],
+            names: tuple[str, ...] = _LUSTRE_LABELS) -> list[_Series]:
+    """cross_series_reducer over the aligned series, partitioned by group_by_fields; a series'
+    key holds the values of its resource's labels `names`."""
     combine = _REDUCERS[reducer][0]
     metric_keys = [k for where, k in groups if where == "metric" and k != "@type"]
     resource_keys = [k for where, k in groups if where == "resource" and k != "@type"]
     parts: dict[tuple, list[_Series]] = {}
     for s in series:
         labels = dict(s.labels)
-        res = dict(zip(("resource_container", "location", "instance_id"), s.key))
+        res = dict(zip(names, s.key))
         part = (tuple((k, labels.get(k, "")) for k in metric_keys),
                 tuple((k, res.get(k, "")) for k in resource_keys))
         parts.setdefault(part, []).append(s)
@@ -180,6 +185,6 @@ def _reduce(series: list[_Series], reducer: int, groups: list[tuple[str, str]]) 
             present = [m.points[idx] for m in members if idx in m.points]
             points[idx] = (present[0][0], present[0][1], combine([p[2] for p in present]))
         res = dict(resource_part)
-        key = (res.get("resource_container", ""), res.get("location", ""), res.get("instance_id", ""))
+        key = tuple(res.get(n, "") for n in names)
         out.append(_Series(key, tuple((k, v) for k, v in metric_part if v != ""), points))
     return out

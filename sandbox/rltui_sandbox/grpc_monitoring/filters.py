@@ -63,6 +63,13 @@ def _parse_filter(text: str) -> list[_Clause]:
     return clauses
 
 
+def _container_fields(key: tuple[str, ...]) -> dict[str, str]:
+    """A k8s_container's filter fields (grpc_monitoring/accelerators.py)."""
+    from rltui_sandbox.gpu_meter import LABELS
+
+    return {"resource.type": "k8s_container", **{f"resource.labels.{k}": v for k, v in zip(LABELS, key)}}
+
+
 def _resource_fields(key: InstanceKey) -> dict[str, str]:
     project, location, instance_id = key
     return {

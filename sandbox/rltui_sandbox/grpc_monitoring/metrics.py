@@ -19,7 +19,7 @@ io_time_milliseconds_total is described but has no data (the sandbox measures no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from google.api import metric_pb2
 
@@ -65,8 +65,9 @@ class _Metric:
     display_name: str
     description: str
     labels: tuple[str, ...]
-    # the series of one sample: metric labels -> value (cumulative for DELTA metrics)
-    values: Callable[[MeterPoint], dict[Labels, int]]
+    # the series of one sample (a MeterPoint; a GpuPoint for accelerators.py): metric labels ->
+    # value (cumulative for DELTA metrics)
+    values: Callable[[Any], dict[Labels, int]]
 
 
 def _per_target(component: str | None, value: Callable[[TargetSample], int],

@@ -1,4 +1,5 @@
-"""google.monitoring.v3.MetricService over the Lustre meter: the read methods the real
+"""google.monitoring.v3.MetricService over the Lustre meter (and the GPU meter, for GKE's
+accelerator metrics: accelerators.py): the read methods the real
 `monitoring_v3.MetricServiceClient` calls (ListMetricDescriptors, GetMetricDescriptor,
 ListMonitoredResourceDescriptors, ListTimeSeries), with the real API's request checks and
 paging; every other MetricService method answers UNIMPLEMENTED.
@@ -41,7 +42,8 @@ from rltui_sandbox.grpc_monitoring.aggregation import (
     _Series,
     _set_point,
 )
-from rltui_sandbox.grpc_monitoring.filters import _Invalid, _parse_filter, _resource_fields
+from rltui_sandbox.grpc_monitoring import accelerators
+from rltui_sandbox.grpc_monitoring.filters import _container_fields, _Invalid, _parse_filter, _resource_fields
 from rltui_sandbox.grpc_monitoring.metrics import (
     _LABEL_DOCS,
     _METRICS,
@@ -53,6 +55,7 @@ from rltui_sandbox.grpc_monitoring.metrics import (
     _Metric,
     _Value,
 )
+from rltui_sandbox.gpu_meter import GpuMeter
 from rltui_sandbox.lustre_meter import InstanceKey, LustreMeter
 from rltui_sandbox.record import Record
 
@@ -77,8 +80,10 @@ ProjectInstances = Callable[[str], Iterable[InstanceKey]]
 
 class _MetricService:
     def __init__(self, meter: LustreMeter, project_instances: ProjectInstances | None,
-                 min_alignment_s: float, visibility_delay_s: float, record: Record | None = None) -> None:
+                 min_alignment_s: float, visibility_delay_s: float, record: Record | None = None,
+                 gpu_meter: GpuMeter | None = None) -> None:
         self.meter = meter
+        self.gpu_meter = gpu_meter
         self.record = record
         self.project_instances = project_instances
         self.min_alignment_s = min_alignment_s
@@ -90,6 +95,12 @@ class _MetricService:
             raise _Invalid(f"Name must be of the form projects/[PROJECT_ID_OR_NUMBER], got {name!r}")
         return m[1]
 
+    def _keys(self, project: str, gpu: bool) -> list:
+        """The resources a project's series come from: its containers' GPUs, or its instances."""
+        if gpu:
+            return self.gpu_meter.keys(project) if self.gpu_meter is not None else []
+        return self._instances(project)
+
     def _instances(self, project: str) -> list[InstanceKey]:
         tracked = set(self.meter.keys())
         if self.project_instances is None:
@@ -99,14 +110,17 @@ class _MetricService:
         return sorted(k for k in wanted if k in tracked)
 
     def _descriptor(self, project: str, m: _Metric) -> metric_pb2.MetricDescriptor:
+        gpu = m.type in accelerators.METRICS
+        stage = launch_stage_pb2.GA if gpu else launch_stage_pb2.BETA
+        docs = accelerators.LABEL_DOCS if gpu else _LABEL_DOCS
         d = metric_pb2.MetricDescriptor(
             name=f"projects/{project}/metricDescriptors/{m.type}", type=m.type,
             metric_kind=m.kind, value_type=_Value.INT64, unit=m.unit, description=m.description,
-            display_name=m.display_name, launch_stage=launch_stage_pb2.BETA,
-            monitored_resource_types=[RESOURCE_TYPE],
-            labels=[label_pb2.LabelDescriptor(key=k, description=_LABEL_DOCS[k]) for k in m.labels],
+            display_name=m.display_name, launch_stage=stage,
+            monitored_resource_types=[_resource_type(m)],
+            labels=[label_pb2.LabelDescriptor(key=k, description=docs[k]) for k in m.labels],
         )
-        d.metadata.launch_stage = launch_stage_pb2.BETA
+        d.metadata.launch_stage = stage
         d.metadata.sample_period.FromSeconds(int(SAMPLE_PERIOD_S))
         d.metadata.ingest_delay.FromSeconds(int(VISIBILITY_DELAY_S))
         return d
@@ -118,8 +132,8 @@ class _MetricService:
             if c.lhs not in ("metric.type", "resource.type"):
                 raise _Invalid(f"Field {c.lhs!r} is not allowed in a metric descriptor filter")
         found = [
-            self._descriptor(project, m) for m in _METRICS.values()
-            if all(c.matches(m.type if c.lhs == "metric.type" else RESOURCE_TYPE) for c in clauses)
+            self._descriptor(project, m) for m in _ALL.values()
+            if all(c.matches(m.type if c.lhs == "metric.type" else _resource_type(m)) for c in clauses)
         ]
         page, token = _page(found, req.page_size, req.page_token)
         return _pb["ListMetricDescriptorsResponse"](metric_descriptors=page, next_page_token=token)
@@ -128,7 +142,7 @@ class _MetricService:
         m = re.fullmatch(r"(projects/[^/]+)/metricDescriptors/(.+)", req.name)
         if m is None:
             raise _Invalid(f"Invalid metric descriptor name: {req.name!r}")
-        metric = _METRICS.get(m[2])
+        metric = _ALL.get(m[2])
         if metric is None:
             await ctx.abort(grpc.StatusCode.NOT_FOUND, f"Could not find descriptor for metric '{m[2]}'.")
         return self._descriptor(self._project(m[1]), metric)
@@ -152,7 +166,7 @@ class _MetricService:
         types = [c for c in clauses if c.lhs == "metric.type"]
         if len(types) != 1 or types[0].fn != "eq" or types[0].op != "=":
             raise _Invalid("A filter must specify exactly one metric type: metric.type = \"...\"")
-        metric = _METRICS.get(types[0].value)
+        metric = _ALL.get(types[0].value)
         if self.record is not None:  # per metric type: how often each series is asked for
             self.record.count(f"monitoring:ListTimeSeries:{types[0].value}")
         if not req.interval.HasField("end_time"):
@@ -195,10 +209,14 @@ class _MetricService:
         groups = [_group_key(f) for f in agg.group_by_fields]
         visible_until = time.time() - self.visibility_delay_s
         found: list[_Series] = []
+        gpu = metric is not None and metric.type in accelerators.METRICS
+        names = accelerators.RESOURCE_LABELS if gpu else _LUSTRE_LABELS
         if metric is not None:  # an unknown type matches nothing, as in the real API
-            for key in self._instances(project):
-                for labels, raw in sorted(_raw_series(metric, self.meter.history(key), visible_until).items()):
-                    fields = {"metric.type": metric.type, **_resource_fields(key),
+            for key in self._keys(project, gpu):
+                history = self.gpu_meter.history(key) if gpu and self.gpu_meter else self.meter.history(key)
+                for labels, raw in sorted(_raw_series(metric, history, visible_until).items()):
+                    fields = {"metric.type": metric.type,
+                              **(_container_fields(key) if gpu else _resource_fields(key)),
                               **{f"metric.labels.{k}": v for k, v in labels}}
                     if not all(c.matches(fields.get(c.lhs)) for c in clauses):
                         continue
@@ -210,25 +228,25 @@ class _MetricService:
                     if pts:
                         found.append(_Series(key, labels, pts))
         if reducer != _Reducer.REDUCE_NONE:
-            found = _reduce(found, reducer, groups)
+            found = _reduce(found, reducer, groups, names)
         headers_only = req.view == _View.HEADERS
         unit = metric.unit if metric else ""
         if aligner == _Aligner.ALIGN_RATE and unit:
             unit = f"{unit}/s" if not unit.startswith("{") else "1/s"
         out = [self._time_series(metric, s, out_kind, out_value, unit, headers_only,
-                                 keep_resource=reducer == _Reducer.REDUCE_NONE, groups=groups)
+                                 keep_resource=reducer == _Reducer.REDUCE_NONE, groups=groups, names=names)
                for s in found]
         page, token = _page(out, req.page_size, req.page_token)
         return _pb["ListTimeSeriesResponse"](time_series=page, next_page_token=token, unit=unit)
 
     def _time_series(self, metric: _Metric | None, s: _Series, kind: int, value_type: int, unit: str,
-                     headers_only: bool, keep_resource: bool, groups: list[tuple[str, str]]):
+                     headers_only: bool, keep_resource: bool, groups: list[tuple[str, str]],
+                     names: tuple[str, ...]):
         ts = _TimeSeries(metric_kind=kind, value_type=value_type, unit=unit)
         ts.metric.type = metric.type if metric else ""
         ts.metric.labels.update(dict(s.labels))
-        ts.resource.type = RESOURCE_TYPE
-        project, location, instance_id = s.key
-        resource = {"resource_container": project, "location": location, "instance_id": instance_id}
+        ts.resource.type = _resource_type(metric) if metric else RESOURCE_TYPE
+        resource = dict(zip(names, s.key))
         if not keep_resource:
             wanted = {k for where, k in groups if where == "resource"}
             resource = {k: v for k, v in resource.items() if k in wanted}
@@ -239,6 +257,14 @@ class _MetricService:
             a, b, v = s.points[idx]
             _set_point(ts, a, b, v, value_type, kind)
         return ts
+
+
+_ALL: dict[str, _Metric] = {**_METRICS, **accelerators.METRICS}
+_LUSTRE_LABELS = ("resource_container", "location", "instance_id")
+
+
+def _resource_type(m: _Metric) -> str:
+    return accelerators.CONTAINER_RESOURCE if m.type in accelerators.METRICS else RESOURCE_TYPE
 
 
 def _page(items: list, page_size: int, token: str) -> tuple[list, str]:
@@ -268,7 +294,8 @@ def _handler(fn: Callable[..., Awaitable], request_type) -> grpc.RpcMethodHandle
 def add_monitoring_service(server: grpc.aio.Server, meter: LustreMeter,
                            project_instances: ProjectInstances | None = None, *,
                            min_alignment_s: float | None = None, speed: float = 1.0,
-                           visibility_delay_s: float | None = None, record: Record | None = None) -> None:
+                           visibility_delay_s: float | None = None, record: Record | None = None,
+                           gpu_meter: GpuMeter | None = None) -> None:
     """Serve MetricService's read methods on `server` from `meter`.
 
     `project_instances(project)` names the instances a project owns (project id or number,
@@ -277,14 +304,15 @@ def add_monitoring_service(server: grpc.aio.Server, meter: LustreMeter,
     for 120 reference seconds after sampling (`visibility_delay_s`, default 120/speed) and the
     minimum alignment period is 60 reference seconds (`min_alignment_s`, default 60/speed).
     At speed 1 both are Google's. With `record`, each ListTimeSeries is counted there under
-    `monitoring:ListTimeSeries:<metric type>` (the request's one `metric.type`).
+    `monitoring:ListTimeSeries:<metric type>` (the request's one `metric.type`). With
+    `gpu_meter`, GKE's accelerator metrics of the pods' containers are served too.
     """
     if not speed > 0:
         raise ValueError(f"speed must be > 0, got {speed}")
     svc = _MetricService(meter, project_instances,
                          MIN_ALIGNMENT_S / speed if min_alignment_s is None else min_alignment_s,
                          VISIBILITY_DELAY_S / speed if visibility_delay_s is None else visibility_delay_s,
-                         record)
+                         record, gpu_meter)
     handlers = {
         "ListMetricDescriptors": _handler(svc.list_metric_descriptors, _pb["ListMetricDescriptorsRequest"]),
         "GetMetricDescriptor": _handler(svc.get_metric_descriptor, _pb["GetMetricDescriptorRequest"]),

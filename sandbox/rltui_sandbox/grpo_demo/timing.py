@@ -7,6 +7,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from .activity import Activity
+
 # Share of a paced step each phase lasts at least (roughly a 70B GRPO step's profile).
 PHASE_SHARES = {
     "data_processing": 0.02,
@@ -61,6 +63,13 @@ class Pacer:
 
 
 @contextmanager
-def timed_phase(timer: Timer, pacer: Pacer, label: str) -> Iterator[None]:
-    with timer.time(label), pacer.phase(label):
-        yield
+def timed_phase(timer: Timer, pacer: Pacer, label: str, activity: Activity | None = None) -> Iterator[None]:
+    """A NeMo-RL timer's phase; the GPUs count as busy for all of it (activity.py)."""
+    if activity is not None:
+        activity.enter()
+    try:
+        with timer.time(label), pacer.phase(label):
+            yield
+    finally:
+        if activity is not None:
+            activity.leave()

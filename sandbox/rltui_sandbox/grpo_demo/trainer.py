@@ -12,6 +12,7 @@ from typing import Any, ContextManager
 import numpy as np
 
 from . import driver, report, task
+from .activity import SUFFIX, Activity, memory_fraction
 from .checkpoint import MIB, CheckpointManager
 from .cluster import ClusterWatch
 from .config import ConfigError
@@ -75,6 +76,7 @@ class GRPOTrainer:
                                    clip_high=float(loss.get("ratio_clip_max", 0.2)))
         self.model_params = report.model_params(str(config["policy"].get("model_name", "")))
         self.watch: ClusterWatch | None = None  # where the actors are, once set up on a RayCluster
+        self.activity: Activity | None = None   # what their GPUs do, for the sandbox's metrics
         self.pacer = Pacer(settings.step_seconds, tick=self.check_cluster)
         self.policy = Policy()
         self.checkpointer: CheckpointManager | None = None
@@ -115,7 +117,13 @@ class GRPOTrainer:
             out(f"  ✓ Validation dataloader loaded with {len(self.val_set)} samples")
 
         out("\n▶ Setting up compute cluster...")
-        self.watch = ClusterWatch.from_env(os.environ, int(self.config["cluster"]["gpus_per_node"]), self.total_gpus)
+        gpus_per_node = int(self.config["cluster"]["gpus_per_node"])
+        self.watch = ClusterWatch.from_env(os.environ, gpus_per_node, self.total_gpus)
+        if self.watch is not None:
+            self.activity = Activity(
+                Path(str(self.watch.path) + SUFFIX),
+                [{"pod": n.pod, "uid": n.uid, "gpus": n.gpus or gpus_per_node} for n in self.watch.nodes],
+                memory_fraction(self.config))
         out(f"  ✓ Ray cluster initialized with {self.config['cluster']['num_nodes']} nodes")
         out("\n▶ Setting up model and training...")
         out(f"  ✓ Policy {self.config['policy'].get('model_name')} ready on {self.total_gpus} GPUs")
@@ -146,6 +154,13 @@ class GRPOTrainer:
 
     # --- the loop ----------------------------------------------------------------------
     def train(self) -> None:
+        try:
+            self._train()
+        finally:
+            if self.activity is not None:
+                self.activity.end()
+
+    def _train(self) -> None:
         if self.val_set is not None and self.grpo.get("val_at_start") and self.total_steps == 0:
             out("\n🔍 Running initial validation...")
             self.validate(0)
@@ -175,7 +190,7 @@ class GRPOTrainer:
         rng = np.random.default_rng([self.seed, _STEP_SALT, self.total_steps])
 
         def phase(label: str) -> ContextManager[None]:
-            return timed_phase(timer, self.pacer, label)
+            return timed_phase(timer, self.pacer, label, self.activity)
 
         val_metrics = None
         with timer.time("total_step_time"):
@@ -261,7 +276,7 @@ class GRPOTrainer:
         assert self.val_set is not None
         timer = Timer()
         report.validation_start(step)
-        with timed_phase(timer, self.pacer, "total_validation_time"):
+        with timed_phase(timer, self.pacer, "total_validation_time", self.activity):
             rng = np.random.default_rng([self.seed, _VAL_SALT, step])
             answers = self.policy.sample(self.val_set, rng)
             responses = [task.response_text(q, k) for q, k in zip(self.val_set, answers)]

@@ -68,7 +68,8 @@ def cluster_doc(pods: list[dict], cluster: str, lost: set[str] | frozenset[str] 
             continue
         first = (status.get("containerStatuses") or [{}])[0]
         labels = _meta(pod).get("labels") or {}
-        entries.append({"pod": _meta(pod)["name"], "uid": _meta(pod)["uid"],
+        entries.append({"pod": _meta(pod)["name"], "namespace": _meta(pod).get("namespace", ""),
+                        "uid": _meta(pod)["uid"],
                         "restarts": int(first.get("restartCount", 0)),
                         "nodeType": labels.get(NODE_TYPE_LABEL, ""), "group": labels.get(GROUP_LABEL, ""),
                         "node": (pod.get("spec") or {}).get("nodeName", ""), "hostIP": status.get("hostIP", ""),

@@ -298,6 +298,13 @@ class GkeNodes:
         `head`: the one running a Ray head pod). LookupError when there is no such GPU node."""
         gpu_nodes = sorted((n for n in self.store.list_sync("nodes") if gpu_count(n) > 0),
                            key=lambda n: n["metadata"]["name"])
+        # Compute Engine preempts Spot (and preemptible) VMs only: on-demand or reserved nodes
+        # (CAPACITY) are never taken this way (cloud.google.com/kubernetes-engine/docs/concepts/spot-vms).
+        spot = [n for n in gpu_nodes if (n["metadata"].get("labels") or {}).get("cloud.google.com/gke-spot") == "true"]
+        if gpu_nodes and not spot:
+            raise LookupError("no Spot GPU node: Compute Engine preempts only Spot VMs, and this cluster's GPU"
+                              " nodes are on demand or reserved")
+        gpu_nodes = spot
         ray_pods = [p for p in self.store.list_sync("pods", label_selector="ray.io/node-type")
                     if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         if head:

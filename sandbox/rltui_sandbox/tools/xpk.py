@@ -45,6 +45,7 @@ import sys
 from pathlib import Path
 
 from rltui_sandbox.tools import ControlError, call, control_url as resolve_url, run
+from rltui_sandbox.tools import xpk_capacity as xc
 from rltui_sandbox.tools import xpk_gcloud as xg
 from rltui_sandbox.tools.xpk_commands import XpkExit, relay, say, xpk_exit
 from rltui_sandbox.xpk_names import TOOLKIT_MACHINE_TYPES, prefix_path, unique_name
@@ -174,7 +175,8 @@ def _blueprint_text(args: argparse.Namespace, project: str, zone: str, deploymen
              "settings": {"system_node_pool_machine_type": args.default_pool_cpu_machine_type,
                           "prefix_with_deployment_name": False, "name_suffix": c}},
             {"id": f"{c}-a4-pool", "source": "modules/compute/gke-node-pool", "use": [f"{c}-a4-cluster"],
-             "settings": {"machine_type": machine_type, "zones": [zone], "spot": bool(args.spot),
+             "settings": {"machine_type": machine_type, "zones": [zone], "spot": args.capacity == xc.SPOT,
+                          "reservation_affinity": xc.reservation_affinity(args.reservation),
                           "static_node_count": args.num_nodes}},
             {"id": "workload-manager-install", "source": "modules/management/kubectl-apply"},
             {"id": "workload_configmap", "source": "modules/management/kubectl-apply"},
@@ -245,6 +247,10 @@ def cluster_create(args: argparse.Namespace, url: str) -> None:
     check_gcloud_authenticated()
     prepare_directories()
     _runner_init()
+    args.capacity = xc.capacity_type(args, project, zone)
+    if args.capacity == xc.FLEX_START:
+        raise ControlError("INVALID_ARGUMENT", "the sandbox does not emulate xpk's flex-start pool (queued "
+                           "provisioning through Kueue): use --spot, --on-demand or --reservation")
     path, deps = generate_blueprint(args, project, zone)
     prefix, deployment = prefix_path(project, region), unique_name(project, region, args.cluster)
     work = gcluster_working_dir()
@@ -286,7 +292,7 @@ def _deploy(args: argparse.Namespace, url: str, project: str, zone: str, version
     try:
         call(url, "xpk.create", {
             "project": project, "zone": zone, "cluster": args.cluster, "num_nodes": args.num_nodes,
-            "device_type": args.device_type, "spot": args.spot, "deployment": deployment, "gke_version": version,
+            "device_type": args.device_type, "spot": args.capacity == xc.SPOT, "deployment": deployment, "gke_version": version,
             "default_pool_cpu_machine_type": args.default_pool_cpu_machine_type,
             "default_pool_cpu_num_nodes": args.default_pool_cpu_num_nodes,
             "deployment_dir": str(folder),
