@@ -390,6 +390,10 @@ async def down(cfg: RLConfig, endpoints: Endpoints, *, yes: bool, verbose: bool,
         if not yes and not _ask(f"Delete what rltui created for {cfg.cluster_name}?"):
             out("nothing deleted")
             return 1
+        if export_to is not None:  # refused before anything is stopped (plan/export.py)
+            from .plan.export import ready_to_export
+
+            await ready_to_export(ctx, export_to)
         await stop_background(ctx, out)
         if any(r.kind == "RayCluster" and r.present for r in before):
             await stop_jobs(ctx, out)

@@ -179,6 +179,10 @@ class Session:
         from .plan.jobs import retire_jobs, stop_jobs
         from .plan.notices import announce_teardown
 
+        if export_to is not None:  # refused before anything is stopped (plan/export.py)
+            from .plan.export import ready_to_export
+
+            await ready_to_export(self.context(), export_to)
         await stop_background(self.context(), listener)
         await stop_jobs(self.context(), listener)
         if export_to is not None:

@@ -25,7 +25,8 @@ from .checkpoints import MOUNT as LUSTRE_MOUNT
 from .context import Context
 from .jobs import Refused, job_records
 
-__all__ = ["ExportDone", "checkpoint_folder", "destination", "export_checkpoints", "lustre_path"]
+__all__ = ["ExportDone", "checkpoint_folder", "destination", "export_checkpoints", "lustre_path",
+           "ready_to_export"]
 
 # https://cloud.google.com/storage/docs/buckets#naming (without dots: domain-named buckets aside)
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
@@ -80,11 +81,10 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-async def export_checkpoints(ctx: Context, to: str, *, whole: bool = False,
-                             out: Callable[[str], None] = print) -> ExportDone:
-    """Export the run's checkpoint folder (`whole`: the file system) to `to`, waiting for the
-    operation; a line per change of its counters. A refusal or a failed export raises the
-    adapter's CloudError (the teardown then deletes nothing of Lustre)."""
+async def ready_to_export(ctx: Context, to: str, *, whole: bool = False) -> tuple[str, str]:
+    """(destination, folder on the instance) once the export can start: checked before a
+    teardown stops the jobs, so a refusal stops nothing. CloudError when the instance is not
+    ACTIVE; Refused for a bad address or folder."""
     from ..cloud.errors import CloudError
 
     dest = destination(to)
@@ -94,6 +94,18 @@ async def export_checkpoints(ctx: Context, to: str, *, whole: bool = False,
     if inst is None or inst.state.name != "ACTIVE":
         raise CloudError(f"Lustre instance {instance} is {'absent' if inst is None else inst.state.name}:"
                          " nothing to export", transient=False, code="NotFound")
+    return dest, source
+
+
+async def export_checkpoints(ctx: Context, to: str, *, whole: bool = False,
+                             out: Callable[[str], None] = print) -> ExportDone:
+    """Export the run's checkpoint folder (`whole`: the file system) to `to`, waiting for the
+    operation; a line per change of its counters. A refusal or a failed export raises the
+    adapter's CloudError (the teardown then deletes nothing of Lustre)."""
+    from ..cloud.errors import CloudError
+
+    dest, source = await ready_to_export(ctx, to, whole=whole)
+    instance = ctx.cfg.lustre_instance_id
     out(f"exporting {source} from Lustre instance {instance} to {dest}")
     op = await ctx.lustre.export_data(instance, source, dest)
     interval = max(0.2, min(10.0, _POLL_REF_S * ctx.endpoints.time_scale))
@@ -109,5 +121,15 @@ async def export_checkpoints(ctx: Context, to: str, *, whole: bool = False,
             if state.error:
                 raise CloudError(f"the export to {dest} failed: {state.error}", transient=False,
                                  code=f"rpc{state.error_code}")
+            # The counters say whether everything came over (TransferCounters: objects_failed_count);
+            # a partial or empty copy is not a copy the teardown may delete the instance after.
+            if state.failed_files:
+                raise CloudError(f"the export to {dest} copied {state.copied_files} of {state.found_files} files;"
+                                 f" {state.failed_files} failed: Lustre is kept", transient=False,
+                                 code="ExportIncomplete")
+            if not state.found_files:
+                raise CloudError(f"the export found no file under {source} on Lustre instance {instance}:"
+                                 " nothing was copied, so Lustre is kept (pass --all for the whole file system)",
+                                 transient=False, code="ExportEmpty")
             return ExportDone(source, dest, state.copied_files, state.copied_bytes)
         await asyncio.sleep(interval)

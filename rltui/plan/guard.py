@@ -164,6 +164,10 @@ async def prepare_guard(ctx: Context, *, down_after: str | None, max_cost_usd: f
     if max_cost_usd is not None and rate is None:
         raise Refused(f"--max-cost: the Cloud Billing Catalog has no price for a {cfg.device.machine_type}"
                       " node-hour, so the spend cannot be told; use --down-after gpus alone")
+    if max_cost_usd is not None and rate == 0:
+        raise Refused(f"--max-cost: the GPU nodes come from a reservation (CAPACITY={cfg.capacity}), which is"
+                      " billed whether they run or not, so no spend of theirs can reach a limit; use"
+                      " --down-after gpus, and delete the reservation to stop its bill")
     if max_cost_usd is not None and currency != "USD":
         raise Refused(f"--max-cost: the catalog's prices are in {currency}, not USD")
     if max_cost_usd is not None and rate is not None:

@@ -143,3 +143,18 @@ async def test_a_limit_the_gpu_nodes_have_passed_already_is_refused(ctx) -> None
     assert ctx._adapters["iam"].accounts == {}, "nothing made before the refusal"
     guard, _ = await plan_guard.prepare_guard(ctx, down_after=None, max_cost_usd=500.0)
     assert guard["max_cost_usd"] == 500.0
+
+
+async def test_a_budget_on_reserved_nodes_is_refused(tmp_path, monkeypatch) -> None:
+    """A reservation bills whether its machines run or not: a spend limit could never trip."""
+    ctx = fake_context(b200_config("guard-prepare", CAPACITY="reservation:rl-b200"), tmp_path)
+    seed(ctx, ["enable_apis", "xpk_cluster"])
+
+    async def prices(_ctx) -> Prices:
+        return Prices(rates={slice_key("a4-highgpu-8g"): SLICE}, as_of="2027-01-15T08:00:00+00:00")
+
+    monkeypatch.setattr(inventory, "prices", prices)
+    with_workload_identity(ctx)
+    with pytest.raises(Refused, match=r"^--max-cost: the GPU nodes come from a reservation \(CAPACITY=reservation:rl-b200\)"):
+        await plan_guard.prepare_guard(ctx, down_after=None, max_cost_usd=100.0)
+    assert ctx._adapters["iam"].accounts == {}, "nothing made before the refusal"

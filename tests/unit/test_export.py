@@ -93,8 +93,9 @@ def test_export_needs_to_and_down_takes_one_of_export_to_or_no_export(tmp_path):
 
 
 def test_the_wizards_teardown_exports_after_stopping_the_jobs_and_before_deleting(tmp_path, monkeypatch):
-    """Session.down (the wizard's Teardown) with an export: the jobs stop, the export runs and is
-    waited for, then the runner deletes; a failed export deletes nothing."""
+    """Session.down (the wizard's Teardown) with an export: checked first (an absent instance
+    stops nothing), the jobs stop, the export runs and is waited for, then the runner deletes; a
+    failed export deletes nothing."""
     import rltui.plan.background as background
     import rltui.plan.export as export
     import rltui.plan.jobs as jobs
@@ -133,15 +134,67 @@ def test_the_wizards_teardown_exports_after_stopping_the_jobs_and_before_deletin
     monkeypatch.setattr(jobs, "stop_jobs", stop_jobs)
     monkeypatch.setattr(jobs, "retire_jobs", lambda ctx, state: False)
     monkeypatch.setattr(export, "export_checkpoints", export_checkpoints)
+
+    async def ready_to_export(ctx, to, whole=False):
+        order.append("checked")
+        return to, "/run"
+
+    monkeypatch.setattr(export, "ready_to_export", ready_to_export)
     monkeypatch.setattr(notices, "announce_teardown", announce)
     session = Session(env, lambda: None)  # type: ignore[arg-type, return-value]  # no cloud call is made
     monkeypatch.setattr(session, "runner", lambda listener=None: Runner())
     monkeypatch.setattr(session, "context", lambda: None)
     heard: list[object] = []
     asyncio.run(session.down(heard.append, "gs://bars-bucket/run1/"))
-    assert order == ["background", "jobs", "export gs://bars-bucket/run1/", "delete"]
+    assert order == ["checked", "background", "jobs", "export gs://bars-bucket/run1/", "delete"]
     assert heard[-1] == "exported 2 files (10 B) from /run on Lustre to gs://bars-bucket/run1/"
     order.clear()
     with pytest.raises(CloudError):
         asyncio.run(session.down(heard.append, "gs://broken/"))
-    assert order == ["background", "jobs", "export gs://broken/"]   # nothing deleted
+    assert order == ["checked", "background", "jobs", "export gs://broken/"]   # nothing deleted
+
+
+class _Lustre:
+    """The export's operation as Lustre reports it (counters, then done), for one instance."""
+
+    def __init__(self, end: dict) -> None:
+        self.end = end
+
+    async def get(self, instance: str):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(state=SimpleNamespace(name="ACTIVE"))
+
+    async def export_data(self, instance: str, source: str, dest: str) -> str:
+        return "operations/export-1"
+
+    async def export_state(self, op: str):
+        from rltui.cloud.lustre import ExportState
+
+        counts = {"found_files": 4, "found_bytes": 4000, "copied_files": 4, "copied_bytes": 4000, "failed_files": 0}
+        return ExportState(done=True, error="", error_code=0, **{**counts, **self.end})
+
+
+def _export_ctx(end: dict):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(lustre=_Lustre(end), cfg=SimpleNamespace(lustre_instance_id="rl-lustre"),
+                           endpoints=SimpleNamespace(time_scale=1.0))
+
+
+async def test_an_export_that_copied_everything_is_done() -> None:
+    from rltui.plan.export import export_checkpoints
+
+    done = await export_checkpoints(_export_ctx({}), "gs://bars-bucket/run1", whole=True, out=lambda _: None)
+    assert (done.files, done.destination) == (4, "gs://bars-bucket/run1/")
+
+
+@pytest.mark.parametrize("end, word", [({"copied_files": 3, "failed_files": 1}, "1 failed: Lustre is kept"),
+                                       ({"found_files": 0, "copied_files": 0}, "nothing was copied")])
+async def test_a_partial_or_empty_export_keeps_lustre(end: dict, word: str) -> None:
+    """The teardown deletes Lustre only after an export that copied every file it found."""
+    from rltui.cloud.errors import CloudError
+    from rltui.plan.export import export_checkpoints
+
+    with pytest.raises(CloudError, match=word):
+        await export_checkpoints(_export_ctx(end), "gs://bars-bucket/run1", whole=True, out=lambda _: None)
