@@ -84,7 +84,7 @@ def test_connect_then_list_with_the_real_gcloud(sbx) -> None:
         assert name in calls
 
 
-@pytest.mark.parametrize("target", ["example.com:443", "storage.googleapis.com:443",
+@pytest.mark.parametrize("target", ["example.com:443", "bigquery.googleapis.com:443",
                                     "servicenetworking.googleapis.com:80"])
 def test_connect_elsewhere_is_refused(sbx, target: str) -> None:
     status, _, _ = sbx
