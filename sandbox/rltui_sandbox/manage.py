@@ -332,24 +332,30 @@ def env_lines(status: Status, tools: Path | None = None) -> list[str]:
     return lines
 
 
-def preempt(status: Status, node: str | None = None, head: bool = False, hard: bool = False) -> str:
-    """Take a GPU node away like a Spot preemption (`head`: the Ray head pod's; `hard`: without
-    a graceful shutdown); returns what happened, in one line."""
-    body = json.dumps({**({"head": True} if head else {"node": node}), "hard": hard}).encode()
-    req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/preempt", data=body,
+def _fault(status: Status, path: str, body: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
+    """POST a fault command to the daemon's control API; its JSON answer, else SandboxError with
+    the daemon's own message."""
+    req = urllib.request.Request(f"{status.info['kube_api']}{path}", data=json.dumps(body).encode(),
                                  method="POST", headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            result = json.loads(resp.read() or b"{}")
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return dict(json.loads(resp.read() or b"{}"))
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         try:
             detail = json.loads(detail).get("message", detail)
         except ValueError:
             pass
-        raise SandboxError(detail.strip() or f"preempt failed: HTTP {exc.code}") from None
+        raise SandboxError(detail.strip() or f"{what} failed: HTTP {exc.code}") from None
     except OSError as exc:
         raise SandboxError(f"the sandbox did not answer: {exc}") from None
+
+
+def preempt(status: Status, node: str | None = None, head: bool = False, hard: bool = False) -> str:
+    """Take a GPU node away like a Spot preemption (`head`: the Ray head pod's; `hard`: without
+    a graceful shutdown); returns what happened, in one line."""
+    result = _fault(status, "/_sandbox/preempt", {**({"head": True} if head else {"node": node}), "hard": hard},
+                    "preempt", 10)
     pods = ", ".join(result.get("pods", [])) or "no pod"
     if result.get("mode") == "hard":
         return (f"preempted node {result.get('node')} without a shutdown ({pods}): Ray lost it now, Kubernetes"
@@ -362,19 +368,5 @@ def preempt(status: Status, node: str | None = None, head: bool = False, hard: b
 def stall(status: Status, job: str | None = None) -> str:
     """Freeze the driver of the one RUNNING job (or `job`) with SIGSTOP, touching no pod
     (kuberay/stall.py); returns what happened, in one line."""
-    body = json.dumps({"job": job} if job else {}).encode()
-    req = urllib.request.Request(f"{status.info['kube_api']}/_sandbox/stall", data=body,
-                                 method="POST", headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            result = json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
-        try:
-            detail = json.loads(detail).get("message", detail)
-        except ValueError:
-            pass
-        raise SandboxError(detail.strip() or f"stall failed: HTTP {exc.code}") from None
-    except OSError as exc:
-        raise SandboxError(f"the sandbox did not answer: {exc}") from None
+    result = _fault(status, "/_sandbox/stall", {"job": job} if job else {}, "stall", 30)
     return str(result.get("message") or f"froze the driver of job {result.get('job')} (pid {result.get('pid')})")
