@@ -257,6 +257,8 @@ async def status(cfg: RLConfig, endpoints: Endpoints, *, as_json: bool,
             out(f"  {'':<{kind_w}}  to delete it by hand: {r.hand_delete}")
     if job:
         step = f" step {job['step']}/{job['total_steps']}" if job.get("step") else ""
+        if step and (job.get("total_epochs") or 0) > 1:  # NeMo-RL's step count restarts each epoch
+            step += f" of epoch {job.get('epoch')}/{job['total_epochs']}"
         attempts = job.get("attempts") or []
         tries = f", attempt {len(attempts)}" if len(attempts) > 1 else ""
         out(f"  job {job['id']}: {job['status']}{step}{tries}")

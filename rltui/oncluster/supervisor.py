@@ -82,7 +82,7 @@ try:  # in the package (rltui's tests), or beside these files in the ConfigMap's
     from .kubeapi import Kube, Trouble
     from .pods import desired_pods, lost_node, pod_snapshot, ready, stale_workers
     from .rayapi import LogTail, Ray
-    from .watchdog import END_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text
+    from .watchdog import END_LINE, EPOCH_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text
     from .webhook import Notifier, read_url
 except ImportError:
     from events import add_event, status_events  # type: ignore[import-not-found,no-redef]
@@ -92,7 +92,7 @@ except ImportError:
     from kubeapi import Kube, Trouble  # type: ignore[import-not-found,no-redef]
     from pods import desired_pods, lost_node, pod_snapshot, ready, stale_workers  # type: ignore[import-not-found,no-redef]
     from rayapi import LogTail, Ray  # type: ignore[import-not-found,no-redef]
-    from watchdog import END_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text  # type: ignore[import-not-found,no-redef]
+    from watchdog import END_LINE, EPOCH_LINE, SAVE_LINE, STEP_LINE, Watchdog, clock_text  # type: ignore[import-not-found,no-redef]
     from webhook import Notifier, read_url  # type: ignore[import-not-found,no-redef]
 
 log = logging.getLogger("rltui-supervisor")
@@ -132,13 +132,22 @@ def _fruitless(attempts: list[dict[str, Any]], saved: int) -> int:
 
 
 class Progress:
-    """The driver's steps and completed saves, from its log text fed in any chunking."""
+    """The driver's steps and completed saves, from its log text fed in any chunking.
+
+    NeMo-RL v0.4.0 (nemo_rl/algorithms/grpo.py, `grpo_train`) prints "Epoch e/E", then
+    "Step s/S" with s restarting at 1 each epoch and S = min(len(dataloader), max_num_steps),
+    while saves print its `total_steps + 1`, the run-wide step. That is (e-1)*S + s: a second
+    epoch starts only when max_num_steps >= len(dataloader), and then S is len(dataloader).
+    `step`/`total` are the header's s/S (as shown); `global_step` is the number saves use."""
 
     def __init__(self) -> None:
         self.partial = ""
-        self.first_step: int | None = None
+        self.first_step: int | None = None  # global, like the saves
         self.step: int | None = None
         self.total: int | None = None
+        self.global_step: int | None = None
+        self.epoch: int | None = None
+        self.total_epochs: int | None = None
         self.saving: int | None = None
         self.saved: int | None = None
         self.ended = False
@@ -156,12 +165,17 @@ class Progress:
     def line(self, line: str) -> None:
         m = STEP_LINE.match(line)
         if m:
-            step = int(m.group(1))
-            if self.saving is not None and step > self.saving:
+            self.step, self.total = int(m.group(1)), int(m.group(2))
+            at = (self.epoch - 1) * self.total + self.step if self.epoch else self.step
+            if self.saving is not None and at > self.saving:
                 self.saved, self.saving = self.saving, None
-            self.step, self.total = step, int(m.group(2))
+            self.global_step = at
             if self.first_step is None:
-                self.first_step = step
+                self.first_step = at
+            return
+        m = EPOCH_LINE.match(line)
+        if m:
+            self.epoch, self.total_epochs = int(m.group(1)), int(m.group(2))
             return
         m = SAVE_LINE.match(line)
         if m:
@@ -298,9 +312,11 @@ class Supervisor:
                 took = f" after {clock_text(attempt['recover_s'])}" if attempt.get("recover_s") is not None else ""
                 add_event(state, self.spec, "resumed", f"resumed from step {attempt.get('resumed_from_step')}: "
                           f"attempt {len(state['attempts'])} is at step {progress.first_step}{took}", now)
-        if progress.step is not None:
-            attempt["last_step"] = progress.step
+        if progress.global_step is not None:
+            attempt["last_step"] = progress.global_step
             state["step"], state["total_steps"] = progress.step, progress.total
+            if progress.total_epochs is not None and progress.total_epochs > 1:
+                state["epoch"], state["total_epochs"] = progress.epoch, progress.total_epochs
         if progress.saved is not None and progress.saved > int(state.get("saved_step") or 0):
             state["saved_step"] = progress.saved
 

@@ -64,6 +64,7 @@ KEEP_TIMES = 50  # the newest step times the median is taken over
 
 # A driver line has no Ray prefix; worker lines start with "(ActorName pid=...)".
 STEP_LINE = re.compile(r"^\s*=+ Step (\d+)/(\d+) =+\s*$")
+EPOCH_LINE = re.compile(r"^\s*=+ Epoch (\d+)/(\d+) =+\s*$")
 SAVE_LINE = re.compile(r"^Saving checkpoint for step (\d+)\.\.\.")
 END_LINE = re.compile(r"^(Max number of steps|Timeout) has been reached, stopping training early")
 VALIDATION_LINE = re.compile(r"^▶\ufe0f? Starting validation at step (\d+)")

@@ -434,7 +434,8 @@ async def job_summary(ctx: Context) -> dict[str, Any] | None:
             return {"id": known[-1].id, "status": "UNKNOWN", "step": None, "total_steps": None,
                     "attempts": [{"id": known[-1].id, "reason": "submitted", "resumed_from_step": 0}]}
         summary: dict[str, Any] = {"id": run.latest.id, "status": run.status, "step": run.step,
-                                   "total_steps": run.total_steps, "message": run.message,
+                                   "total_steps": run.total_steps, "epoch": run.epoch,
+                                   "total_epochs": run.total_epochs, "message": run.message,
                                    "recovery": run.recovery_line(),
                                    "attempts": [a.as_json() for a in run.attempts]}
         if run.events:  # what happened, for `status --json` (oncluster/events.py)
@@ -462,6 +463,7 @@ async def job_summary(ctx: Context) -> dict[str, Any] | None:
     last = tracker.records[-1] if tracker.records else None
     return {"id": info.submission_id, "status": info.status,
             "step": last.step if last else None, "total_steps": last.total_steps if last else None,
+            "epoch": last.epoch if last else None, "total_epochs": tracker.total_epochs,
             "attempts": [{"id": info.submission_id, "reason": "submitted", "resumed_from_step": 0}]}
 
 

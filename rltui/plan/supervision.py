@@ -57,6 +57,8 @@ class RunState:
     message: str = ""
     step: int | None = None
     total_steps: int | None = None
+    epoch: int | None = None  # with total_epochs, only for a run of more than one epoch
+    total_epochs: int | None = None
     saved_step: int | None = None
     waiting: str = ""
     attempts: list[Attempt] = field(default_factory=list)
@@ -110,6 +112,7 @@ def parse_state(run: str, data: dict[str, str]) -> RunState:
                 for a in state.get("attempts") or [] if isinstance(a, dict)]
     return RunState(run=run, status=str(state.get("status") or "RUNNING"), message=str(state.get("message") or ""),
                     step=state.get("step"), total_steps=state.get("total_steps"),
+                    epoch=state.get("epoch"), total_epochs=state.get("total_epochs"),
                     saved_step=state.get("saved_step"), waiting=str(state.get("waiting") or ""),
                     attempts=attempts or [Attempt(run, "submitted", 0)],
                     guard=dict(state["guard"]) if isinstance(state.get("guard"), dict) else {},

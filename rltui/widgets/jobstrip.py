@@ -27,6 +27,7 @@ class JobSummary(TypedDict):
     recovery: str
     guard: str
     step: tuple[int, int] | None  # (step, total_steps) of the step running now
+    epoch: int | None  # its epoch from the second on: NeMo-RL's step count restarts each epoch
     reward: float | None
     reward_delta: float | None
     step_time_s: float | None
@@ -113,6 +114,7 @@ class JobStrip(Widget):
         return {
             "status": self.status, "job_id": self.job_id, "recovery": self.recovery, "guard": self.guard,
             "step": (current.step, current.total_steps) if current else None,
+            "epoch": current.epoch if current and (current.epoch or 0) > 1 else None,
             "reward": reward, "reward_delta": delta,
             "step_time_s": times[-1] if times else None,
             "rewards": rewards[-TREND_POINTS:],
@@ -137,6 +139,8 @@ class JobStrip(Widget):
         if s["step"]:
             step, total = s["step"]
             text.append("  step ", style=label).append(f"{step}/{total}", style="bold")
+            if s["epoch"]:
+                text.append(" of epoch ", style=label).append(str(s["epoch"]), style="bold")
         if s["reward"] is not None:
             text.append("  reward ", style=label).append(f"{s['reward']:.3f}", style="bold")
             if s["reward_delta"] is not None:

@@ -105,3 +105,21 @@ def test_status_lines_up_long_names_and_keeps_its_json(cloud: None) -> None:
     got = json.loads(out[0])
     assert [r["name"] for r in got["resources"]] == [r.name for r in RESOURCES]
     assert set(got["resources"][0]) == {"kind", "name", "state", "owned", "leak", "detail", "hand_delete"}
+
+
+def test_status_names_the_epoch_once_the_step_count_has_restarted(cloud: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeMo-RL's "Step s/S" restarts each epoch: step 5/10 alone would hide ten steps done."""
+    job = {"id": "rltui-grpo-1", "status": "RUNNING", "step": 5, "total_steps": 10, "epoch": 2, "total_epochs": 3,
+           "attempts": [{"id": "rltui-grpo-1"}]}
+
+    async def collect_with_job(ctx: Any, *args: Any) -> tuple[list[Resource], dict[str, Any]]:
+        return list(RESOURCES), job
+
+    monkeypatch.setattr(inventory, "collect_with_job", collect_with_job)
+    lines: list[str] = []
+    asyncio.run(headless.status(CFG, Endpoints(), as_json=False, out=lines.append))  # type: ignore[arg-type]
+    assert "  job rltui-grpo-1: RUNNING step 5/10 of epoch 2/3" in lines
+    job.update(epoch=None, total_epochs=None)  # one epoch: the header's words alone
+    lines.clear()
+    asyncio.run(headless.status(CFG, Endpoints(), as_json=False, out=lines.append))  # type: ignore[arg-type]
+    assert "  job rltui-grpo-1: RUNNING step 5/10" in lines

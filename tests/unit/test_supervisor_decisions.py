@@ -131,6 +131,43 @@ def test_a_failure_still_with_every_pod_ready_after_the_grace_is_the_jobs_own() 
     assert "with no node lost, so it is not retried" in kube.saved[-1]["message"]
 
 
+class LogTail(Tail):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def take(self) -> str:
+        text, self.text = self.text, ""
+        return text
+
+
+def test_steps_lost_in_a_later_epoch_are_counted_from_the_last_save() -> None:
+    """Epoch 2 of 10-step epochs, saved at step 15, preempted at its step 8 (run-wide 18)."""
+    head, worker = _pod("rc-head", "h", head=True), _pod("rc-worker", "w")
+    steps = [(1, s) for s in range(1, 11)] + [(2, s) for s in range(1, 9)]
+    lines = []
+    for epoch, step in steps:
+        if step == 1:
+            lines.append(f"===== Epoch {epoch}/3 =====")
+        if (epoch, step) == (2, 6):
+            lines.append("Saving checkpoint for step 15...")  # saves print the run-wide step
+        lines.append(f"===== Step {step}/10 =====")
+    log = "\n".join(lines) + "\n"
+    ray = FakeRay("FAILED")
+    ray.tail = lambda job_id: LogTail(log)  # type: ignore[method-assign]
+    kube, clock = FakeKube(_running_state([head, worker]), [head, worker], SPEC), Clock()
+    s = sup.Supervisor(kube, ray, "rltui-run-r", clock)  # type: ignore[arg-type]
+    s.tick()
+    kube.pods = [head, _pod("rc-worker", "w", ready=False)]
+    clock.now += 61
+    assert s.tick() == "RECOVERING"
+    state = kube.saved[-1]
+    assert (state["step"], state["total_steps"], state["epoch"], state["total_epochs"]) == (8, 10, 2, 3)
+    assert state["saved_step"] == 15
+    assert (state["attempts"][0]["last_step"], state["attempts"][0]["lost_steps"]) == (18, 3)
+    assert state["failed_step"] == 18
+
+
 def test_a_new_head_waits_until_its_workers_can_have_joined_it() -> None:
     old_head = _pod("rc-head-a", "h1", head=True)
     worker = _pod("rc-worker", "w", started=T0 - 100)

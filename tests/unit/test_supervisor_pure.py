@@ -51,6 +51,33 @@ def test_a_save_counts_only_once_the_driver_goes_on() -> None:
     assert (progress.saved, progress.step) == (2, 4)  # a worker's line is not the driver's
 
 
+def _epochs(*epochs: list[str], total_epochs: int = 2, per_epoch: int = 3) -> str:
+    """NeMo-RL's headers (grpo.py `grpo_train`): the step count restarts each epoch."""
+    out = []
+    for e, lines in enumerate(epochs, 1):
+        out.append(f"========================= Epoch {e}/{total_epochs} =========================")
+        out += [f"========================= Step {x}/{per_epoch} ========================="
+                if x.isdigit() else x for x in lines]
+    return "\n".join(out) + "\n"
+
+
+def test_saves_and_steps_after_the_first_epoch_count_as_the_saves_do() -> None:
+    """Saves print the run-wide step: a save in epoch 2 completes at the next header of epoch 2,
+    and the step a lost attempt reached is compared with it in the same count."""
+    progress = sup.Progress()
+    progress.feed(_epochs(["1", "2", "3", "Saving checkpoint for step 3..."],
+                          ["1", "2", "Saving checkpoint for step 5...", "3"]))
+    assert (progress.step, progress.total, progress.epoch, progress.total_epochs) == (3, 3, 2, 2)
+    assert (progress.global_step, progress.saved) == (6, 5)  # before: saved stayed at 3
+
+
+def test_an_attempt_resumed_in_the_second_epoch_starts_at_the_saved_step() -> None:
+    progress = sup.Progress()
+    progress.feed("========================= Epoch 2/2 =========================\n"
+                  "========================= Step 3/3 =========================\n")
+    assert progress.first_step == 6
+
+
 def _pod(name: str, uid: str, *, node: str = "n1", created: str = "2026-12-01T10:00:00Z", ready: bool = True,
          restarts: int = 0) -> dict:
     return {"metadata": {"name": name, "uid": uid, "creationTimestamp": created},
