@@ -29,7 +29,9 @@ def add_event(state: dict[str, Any], spec: dict[str, Any], kind: str, text: str,
     """Append one event to `state["events"]` (the caller saves the state) and return it."""
     attempts = state.get("attempts") or []
     event = {"kind": kind, "at": round(float(now), 3), "run": str(spec.get("run") or ""),
-             "attempt": len(attempts) or None, "step": state.get("step"), "text": str(text)[:MAX_TEXT],
+             "attempt": len(attempts) or None,
+             # run-wide, as saves print it: the header's "Step s/S" restarts each epoch
+             "step": attempts[-1].get("last_step") if attempts else None, "text": str(text)[:MAX_TEXT],
              "spend_usd": state.get("spend_usd")}
     state.setdefault("events", []).append(event)
     log.info("event %s: %s", kind, event["text"])

@@ -101,7 +101,8 @@ class Watchdog:
 
     def begin(self) -> None:
         """A new attempt: not armed until its first step."""
-        self.step: int | None = None
+        self.step: int | None = None  # run-wide, as saves print it (supervisor.py `Progress`)
+        self.epoch: int | None = None
         self.phase = ""  # step, save, validation: what the newest mark started
         self.since: float | None = None  # the newest mark's arrival
         self.ended = False
@@ -115,7 +116,13 @@ class Watchdog:
         self.lines.append(scrub(line))
         m = STEP_LINE.match(line)
         if m:
-            self.step, self.phase, self.since = int(m.group(1)), "step", now
+            step, per_epoch = int(m.group(1)), int(m.group(2))
+            self.step = (self.epoch - 1) * per_epoch + step if self.epoch else step
+            self.phase, self.since = "step", now
+            return
+        m = EPOCH_LINE.match(line)
+        if m:
+            self.epoch = int(m.group(1))
             return
         if SAVE_LINE.match(line):
             self.phase, self.since = "save", now

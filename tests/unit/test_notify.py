@@ -81,7 +81,7 @@ SPEC = {"run": "rltui-20261201-100000-aaaaaa"}
 
 
 def _state(*kinds: str) -> dict[str, Any]:
-    state: dict[str, Any] = {"attempts": [{"id": "a"}, {"id": "b"}], "step": 7, "spend_usd": 12.5}
+    state: dict[str, Any] = {"attempts": [{"id": "a"}, {"id": "b", "last_step": 7}], "step": 7, "spend_usd": 12.5}
     for kind in kinds:
         add_event(state, SPEC, kind, f"the {kind} event", T0)
     return state

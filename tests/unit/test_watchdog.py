@@ -158,3 +158,14 @@ def test_spec_json_carries_k_and_the_floor_scaled_like_the_other_waits() -> None
     dog = Watchdog()
     dog.configure(faster)
     assert (dog.k, dog.floor_s) == (STALL_K, STALL_FLOOR_MIN_S)
+
+
+def test_a_stall_in_the_second_epoch_names_the_step_as_the_saves_do() -> None:
+    """NeMo-RL's header restarts each epoch; its saves print the run-wide step (grpo.py)."""
+    dog = Watchdog(k=1, floor_s=1)
+    dog.line(f"{BAR} Epoch 1/2 {BAR}", T0)
+    step(dog, 20, T0, took=1.0)
+    dog.line(f"{BAR} Epoch 2/2 {BAR}", T0 + 1)
+    step(dog, 3, T0 + 1)
+    stall = dog.verdict(T0 + 10)
+    assert stall is not None and stall["step"] == 23 and stall["why"].startswith("stalled at step 23:")
