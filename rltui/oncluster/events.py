@@ -31,11 +31,19 @@ def add_event(state: dict[str, Any], spec: dict[str, Any], kind: str, text: str,
     event = {"kind": kind, "at": round(float(now), 3), "run": str(spec.get("run") or ""),
              "attempt": len(attempts) or None,
              # run-wide, as saves print it: the header's "Step s/S" restarts each epoch
-             "step": attempts[-1].get("last_step") if attempts else None, "text": str(text)[:MAX_TEXT],
+             "step": _step(attempts[-1]) if attempts else None, "text": str(text)[:MAX_TEXT],
              "spend_usd": state.get("spend_usd")}
     state.setdefault("events", []).append(event)
     log.info("event %s: %s", kind, event["text"])
     return event
+
+
+def _step(attempt: dict[str, Any]) -> Any:
+    """Where the attempt is: its last step, else its first, else the step it resumes from."""
+    for key in ("last_step", "first_step", "resumed_from_step"):
+        if attempt.get(key) is not None:
+            return attempt[key]
+    return None
 
 
 def sentence(event: dict[str, Any]) -> str:
@@ -64,8 +72,9 @@ def status_events(state: dict[str, Any], spec: dict[str, Any], before: str, now:
                   f"{int(state.get('saved_step') or 0)} once the RayCluster is whole", now)
     elif status == "SUCCEEDED":
         attempts = len(state.get("attempts") or [])
+        epoch = f" of epoch {state.get('epoch')}/{state['total_epochs']}" if state.get("total_epochs") else ""
         add_event(state, spec, "succeeded", f"the run succeeded at step {state.get('step')}/"
-                  f"{state.get('total_steps')} after {attempts} attempt{'s' if attempts != 1 else ''}", now)
+                  f"{state.get('total_steps')}{epoch} after {attempts} attempt{'s' if attempts != 1 else ''}", now)
     elif status == "FAILED":
         add_event(state, spec, "failed", message or "the run failed", now)
     elif status == "STOPPED":
