@@ -319,7 +319,9 @@ def tools() -> Tools:
 
 @pytest.fixture(scope="module")
 def make_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Box]]:
-    """make(world_profile, controller_profile) -> a started Box, stopped at the module's end."""
+    """make(world_profile, controller_profile) -> a started Box, stopped at the module's end.
+    The modules' timeouts are `func_only`: this stop bounds itself (Box.stop, 180 s, over a minute
+    on a loaded 2-core machine) and would otherwise be charged to the module's last test."""
     boxes: list[Box] = []
 
     def make(world_profile: LatencyProfile | None = None, controller_profile: LatencyProfile | None = None) -> Box:

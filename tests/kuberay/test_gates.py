@@ -18,7 +18,7 @@ from kubernetes.stream import portforward
 
 from rltui import manifests
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90, func_only=True)]
 
 NAME = "ray-a4-gpu-spot"
 

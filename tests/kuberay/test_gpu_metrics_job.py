@@ -25,7 +25,7 @@ from rltui_sandbox.gpu_meter import GpuMeter
 from rltui_sandbox.grpc_monitoring import add_monitoring_service
 from rltui_sandbox.lustre_meter import LustreMeter
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120, func_only=True)]
 
 NAME = "ray-a4-gpu-spot"
 RUN_SCRIPT = Path(__file__).parents[1] / "demo" / "run_nemo_rl.sh"  # the codelab's script

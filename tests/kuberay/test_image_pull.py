@@ -14,7 +14,7 @@ from kubernetes import client
 
 from rltui_sandbox import images
 
-pytestmark = [pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60, func_only=True)]
 
 # xpk's only CPU pool is the Toolkit's `system` pool, tainted; the pods tolerate it.
 SYSTEM = [{"key": "components.gke.io/gke-managed-components", "operator": "Equal", "value": "true",

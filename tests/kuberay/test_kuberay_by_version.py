@@ -22,7 +22,7 @@ from rltui.cloud.kube import KubeAdapter, raycluster_health
 from rltui_sandbox.kuberay.versions import KubeRay
 from rltui_sandbox.world import region_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240, func_only=True)]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from kubernetes import client
 from rltui_sandbox.nodes import CSI_NODEID, LUSTRE_DRIVER
 from rltui_sandbox.world import region_of
 
-pytestmark = [pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.timeout(90, func_only=True)]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from rltui import manifests
 from rltui_sandbox.nodes import pool_node_prefix
 from rltui_sandbox.world import region_of
 
-pytestmark = [pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60, func_only=True)]
 
 GPU_POOL = "a4-highgpu-8g-ray-a4-gpu-spot-a4-pool"  # Cluster Toolkit gke-node-pool's default name
 GPU_NODE = re.compile(re.escape(pool_node_prefix("ray-a4-gpu-spot", GPU_POOL)) + r"[0-9a-f]{8}-[0-9a-z]{4}")

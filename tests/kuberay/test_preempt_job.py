@@ -21,7 +21,7 @@ from kubernetes import client
 
 from rltui import manifests
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120, func_only=True)]
 
 NAME = "ray-a4-gpu-spot"
 RUN_SCRIPT = Path(__file__).parents[1] / "demo" / "run_nemo_rl.sh"  # the codelab's script

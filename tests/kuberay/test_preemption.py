@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-pytestmark = [pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60, func_only=True)]
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-pytestmark = [pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60, func_only=True)]
 
 
 def test_an_on_demand_gpu_node_is_never_preempted(make_box, tools) -> None:

@@ -26,7 +26,7 @@ from kubernetes.stream import portforward
 from rltui import manifests
 from rltui_sandbox.nodes import pool_node_prefix
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90, func_only=True)]
 
 NAME = "ray-a4-gpu-spot"
 IMAGE = "nvcr.io/nvidia/nemo-rl:v0.4.0"

@@ -157,7 +157,7 @@ def box(make_box, tools):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(150, func_only=True)
 def test_a_job_reads_the_token_the_secret_has_when_it_starts(box, tools, tmp_path) -> None:
     from ray.job_submission import JobStatus, JobSubmissionClient
 

@@ -26,7 +26,7 @@ from kubernetes.client.rest import ApiException
 
 from rltui.oncluster import supervisor as sup
 
-pytestmark = [pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60, func_only=True)]
 
 RUN = "abc123"
 DEPLOY = f"rltui-supervisor-{RUN}"

@@ -29,7 +29,7 @@ from rltui.cloud.endpoints import Endpoints
 from rltui_sandbox.world import region_of
 from tests import harness
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120, func_only=True)]
 
 KSA = "rltui-supervisor"
 GSA_ID = "rltui-guard-test"
