@@ -35,9 +35,7 @@ secret (the guard's token comes from the metadata server, on the cluster).
 
 Down removes the account (only with rltui's mark) and its project binding (only its member:
 the role's other members stay). The GPU pools the guard did not delete go with the cluster
-(xpk cluster delete); nothing else of the guard is in the cloud. Once the guard deleted a pool,
-xpk's Terraform can no longer plan (its instance-template data source finds none), so the
-cluster goes through the GKE API and its blueprint by name (XpkClusterStep.pools_gone_behind_xpk).
+(xpk cluster delete); nothing else of the guard is in the cloud.
 """
 
 from __future__ import annotations

@@ -71,13 +71,10 @@ class XpkClusterStep(ContextStep):
     and the whole blueprint (networks, subnets, firewall rules, routers, NAT, NAT IPs). Its
     plan reads `data "google_container_cluster"` first (modules/management/kubectl-apply/
     main.tf lines 163-167, modules/compute/gke-node-pool/main.tf lines 96-99), which fails
-    once the cluster is gone: so the cluster is not deleted through the GKE API while xpk can
-    still delete it. Without xpk's blueprint, a cluster that is rltui's is deleted through the
-    GKE API (DeleteCluster), and NetworkReadyStep deletes its blueprint by name; so is one whose
-    xpk state holds a node pool deleted outside it (the budget guard's DeleteNodePool), which
-    Terraform's plan cannot read past: gke-node-pool's instance-template data source finds none
-    (`pools_gone_behind_xpk`). A cluster that is not rltui's is kept, with the command to delete
-    it by hand.
+    once the cluster is gone: so the cluster is never deleted through the GKE API while xpk's
+    blueprint is there. Without it, a cluster that is rltui's is deleted through the GKE API
+    (DeleteCluster), and NetworkReadyStep deletes its blueprint by name. A cluster that is not
+    rltui's is kept, with the command to delete it by hand.
     """
 
     name, title = "xpk_cluster", "xpk cluster create"
@@ -148,14 +145,6 @@ class XpkClusterStep(ContextStep):
             return self.owns(ctx, cluster)
         return self.recorded(ctx) is not None or ctx.owned_networks or (
             left is not None and leftovers.made_by_own_create(ctx.xpk_dir, left))
-
-    def pools_gone_behind_xpk(self, ctx: Context, cluster: Any) -> list[str]:
-        """Pools Terraform's state holds that the cluster has not, or has STOPPING: deleted
-        outside xpk (the budget guard's DeleteNodePool, oncluster/guard.py, or by hand)."""
-        c = self.cfg
-        live = {p.name for p in cluster.node_pools if p.status.name != "STOPPING"}
-        return [p for p in xpkstate.node_pools_in_state(ctx.xpk_dir, c.project_id, c.region, c.cluster_name)
-                if p not in live]
 
     def _record(self, ctx: Context, cluster: Any) -> None:
         c = self.cfg
@@ -260,12 +249,6 @@ class XpkClusterStep(ContextStep):
         cluster = await ctx.gke.get()
         self._claim(ctx, cluster)      # made by an xpk of rltui's that did not see it end
         running = self._detached().live()
-        if running is None and cluster is not None and self.owns(ctx, cluster):
-            gone = self.pools_gone_behind_xpk(ctx, cluster)
-            if gone:   # xpk's plan would fail on it (see `destroy`): say so before running it
-                raise PermanentError(
-                    f"node pool {', '.join(gone)} was deleted outside xpk (the budget guard's doing, or by"
-                    " hand), and xpk's Terraform cannot plan past it: `rltui down`, then `rltui up`")
         if running is not None or not (cluster is not None and self._built(cluster)
                                        and self.owns(ctx, cluster)):
             since = time.time() if running is None else running.started_at
@@ -331,16 +314,6 @@ class XpkClusterStep(ContextStep):
                 f" cluster its xpk made ({xpkstate.owned_path(ctx.xpk_dir)}); if xpk made it,"
                 " delete it with xpk from the folder it ran in",
                 hand_delete("GKE cluster", c.cluster_name, c)))
-        if state and cluster is not None and running is None and self.pools_gone_behind_xpk(ctx, cluster):
-            # Its plan would fail: gke-node-pool reads the pool's instance template (Cluster Toolkit
-            # v1.94.0 modules/compute/gke-node-pool/main.tf lines 475-485), gone with the pool.
-            ctx.owned_networks = True
-            gone = ", ".join(self.pools_gone_behind_xpk(ctx, cluster))
-            out.note(f"node pool {gone} was deleted outside xpk (the budget guard's doing, or by hand),"
-                     " which xpk's Terraform cannot plan around: the cluster goes through the GKE API, its"
-                     " blueprint by name next")
-            await ctx.gke.delete(expected_s=ctx.expected("gke_cluster_delete"))
-            return f"deleted through the GKE API ({gone} was deleted outside xpk)"
         if state and (cluster is not None or running is not None):
             ctx.owned_networks = True   # the blueprint goes with it, or by name after it
             since = time.time() if running is None else running.started_at

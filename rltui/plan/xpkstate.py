@@ -56,27 +56,6 @@ def has_state(xpk_dir: Path, project: str, region: str, cluster: str) -> bool:
     return blueprint_file(xpk_dir, project, region, cluster).is_file()
 
 
-def node_pools_in_state(xpk_dir: Path, project: str, region: str, cluster: str) -> list[str]:
-    """The GKE pools of gke-node-pool modules that Terraform's state in xpk's deployment folder
-    holds (gcluster's local state, `gcluster-out/<project>-<region>/<deployment>/primary/
-    terraform.tfstate`, xpk 1.16.0 commands/cluster_gcluster.py; Terraform's state format 4:
-    resources[].type/name/instances[].attributes.name). [] without a readable state."""
-    import json
-
-    path = (Path(xpk_dir) / "xpkclusters" / "gcluster-out" / f"{project}-{region}".lower()
-            / unique_name(project, region, cluster) / "primary" / "terraform.tfstate")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    resources = doc.get("resources") if isinstance(doc, dict) else None
-    return [str(inst["attributes"]["name"]) for res in resources or [] if isinstance(res, dict)
-            and res.get("mode") == "managed" and res.get("type") == "google_container_node_pool"
-            and res.get("name") == "node_pool"
-            for inst in res.get("instances") or [] if isinstance(inst, dict)
-            and isinstance(inst.get("attributes"), dict) and inst["attributes"].get("name")]
-
-
 OWNED_FILE = "rltui-owned.json"
 
 

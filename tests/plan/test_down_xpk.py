@@ -97,62 +97,6 @@ async def test_without_xpk_state_a_labelled_cluster_and_its_blueprint_go_by_name
     assert result.messages["network_ready"] == "deleted by rltui, by the blueprint's names"
 
 
-def _terraform_state_with(ctx: FakeContext, pools: list[str]) -> None:
-    """gcluster's local state in rltui's xpk folder (Terraform's format 4), holding `pools` as
-    gke-node-pool's count instances."""
-    import json
-
-    from rltui.names import unique_name
-
-    c = ctx.cfg
-    path = (ctx.xpk_dir / "xpkclusters" / "gcluster-out" / f"{c.project_id}-{c.region}"
-            / unique_name(c.project_id, c.region, c.cluster_name) / "primary" / "terraform.tfstate")
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"version": 4, "resources": [
-        {"module": f"module.{C}-a4-cluster", "mode": "managed", "type": "google_container_node_pool",
-         "name": "system_node_pools", "instances": [{"index_key": 0, "attributes": {"name": "system"}}]},
-        {"module": f"module.{C}-a4-pool", "mode": "managed", "type": "google_container_node_pool",
-         "name": "node_pool", "instances": [{"index_key": i, "attributes": {"name": p}}
-                                            for i, p in enumerate(pools)]}]}))
-
-
-async def test_a_pool_deleted_outside_xpk_sends_the_cluster_through_the_gke_api(ctx):
-    """The budget guard's DeleteNodePool leaves xpk's state holding a pool the cloud lacks, which
-    Terraform's plan cannot read (Toolkit gke-node-pool's instance-template data source): no xpk
-    delete; the cluster through the GKE API, its blueprint by name."""
-    seed(ctx, [t.name for t in STEP_TYPES])
-    cloud = ctx.cloud
-    gpu = next(p.name for p in cloud.cluster.node_pools if p.name != "system")
-    _terraform_state_with(ctx, [gpu])
-    cloud.cluster.node_pools[:] = [p for p in cloud.cluster.node_pools if p.name == "system"]
-    result, _ = await down(ctx)
-    assert result.ok, result.messages
-    assert cloud.xpk_runs == [] and cloud.count("gke.delete") == 1
-    assert result.messages["xpk_cluster"] == f"deleted through the GKE API ({gpu} was deleted outside xpk)"
-    assert result.messages["network_ready"] == "deleted by rltui, by the blueprint's names"
-    nothing_left(cloud)
-
-
-async def test_up_over_a_pool_deleted_outside_xpk_says_to_tear_down_first(ctx):
-    seed(ctx, [t.name for t in STEP_TYPES])
-    cloud = ctx.cloud
-    gpu = next(p.name for p in cloud.cluster.node_pools if p.name != "system")
-    _terraform_state_with(ctx, [gpu])
-    cloud.cluster.node_pools[:] = [p for p in cloud.cluster.node_pools if p.name == "system"]
-    result = await Runner(build_plan(ctx), ctx, retry=retry()).up({"xpk_cluster"})
-    assert result.states["xpk_cluster"] is S.FAILED and cloud.xpk_runs == []
-    assert result.messages["xpk_cluster"].endswith(
-        f"node pool {gpu} was deleted outside xpk (the budget guard's doing, or by hand), and xpk's"
-        " Terraform cannot plan past it: `rltui down`, then `rltui up`"), result.messages["xpk_cluster"]
-
-
-async def test_with_every_pool_of_xpks_state_there_xpk_deletes_as_the_codelab_does(ctx):
-    seed(ctx, [t.name for t in STEP_TYPES])
-    _terraform_state_with(ctx, [p.name for p in ctx.cloud.cluster.node_pools if p.name != "system"])
-    result, _ = await down(ctx)
-    assert result.ok and ctx.cloud.count("gke.delete") == 0 and len(ctx.cloud.xpk_runs) == 1
-
-
 async def test_what_a_failed_xpk_delete_left_goes_by_name(ctx):
     seed(ctx, [t.name for t in STEP_TYPES])
     plan_xpk(ctx, {"leave": True, "exit": 1, "stderr": "ERROR: terraform destroy failed"})
