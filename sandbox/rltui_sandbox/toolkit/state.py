@@ -73,9 +73,6 @@ class State:
             kind_name = ("google_" + rest) if ".google_" in inst.address else rest
             rtype, _, name = kind_name.partition(".")
             entry: dict[str, Any] = {"attributes": {**inst.attributes, "id": inst.attributes.get("id", "")}}
-            if name.endswith("]") and "[" in name:   # count's index: the instance's index_key, as v4 keeps it
-                name, _, key = name[:-1].partition("[")
-                entry["index_key"] = int(key) if key.isdigit() else key.strip('"')
             if inst.tainted:
                 entry["status"] = "tainted"
             resources.append({"module": module, "mode": "managed", "type": rtype, "name": name,

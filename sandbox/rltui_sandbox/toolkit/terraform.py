@@ -32,15 +32,6 @@ What each call does and when it gives up is the provider's (terraform-provider-g
   "<id> not found" once the cluster is gone (data_source_google_container_cluster.go), which
   stops the destroy before it deletes anything. Not verified against a live project: that
   Terraform 1.12 still reads these data sources when planning a destroy.
-- gke-node-pool reads data "google_compute_region_instance_template" for each of its pools, by the
-  name prefix gke-<cluster>-<pool> (Cluster Toolkit v1.94.0 modules/compute/gke-node-pool/main.tf
-  lines 475-485; terraform-provider-google google/services/compute/
-  data_source_google_compute_region_instance_template.go fails a filter that finds none). A
-  gke-node-pool pool in the state that is gone from the cloud (deleted outside Terraform: the
-  budget guard's DeleteNodePool) is dropped on refresh and planned again, and with the cluster
-  there the data source's filter is known at plan time, so it is read then and finds no template:
-  the plan fails, an apply's and a destroy's alike (a destroy runs a refresh plan first). That GKE
-  deletes a pool's instance templates with the pool is not verified; this is the strict reading.
 - A failed request stops what depends on it; independent resources go on; the apply or destroy
   then fails with every error (Terraform's own behaviour, as any failed apply shows).
 
@@ -172,21 +163,7 @@ class Terraform:
 
     async def _refresh(self) -> None:
         """Drop what the cloud no longer has; wait for a cluster still being created by a killed
-        run (the provider persists the create's operation and waits for it on the next read).
-        A node pool gone from under a cluster that is still there fails the plan (module doc)."""
-        gone_pools = [r for a in self.state.instances if (r := self._by_address.get(a)) is not None
-                      and ".google_container_node_pool.node_pool[" in r.address and not self.cloud.exists(r)]
-        if gone_pools and self.cloud.cluster_status() != "":
-            module = gone_pools[0].address.rsplit(".google_container_node_pool", 1)[0]
-            # the provider's words: data_source_google_compute_region_instance_template.go
-            message = ("Error: your filter has returned 0 region instance template(s). Please refine your filter"
-                       " or set most_recent to return exactly one region instance template\n\n"
-                       f"  with {module}"
-                       '.data.google_compute_region_instance_template.instance_template["0"],\n  on'
-                       " modules/embedded/modules/compute/gke-node-pool/main.tf line 475, in data"
-                       ' "google_compute_region_instance_template" "instance_template":')
-            self.say(message)
-            raise TerraformFailed(message)
+        run (the provider persists the create's operation and waits for it on the next read)."""
         for address in list(self.state.instances):
             res = self._by_address.get(address)
             if res is None:
