@@ -128,7 +128,8 @@ def test_max_cost_stops_the_job_and_deletes_the_gpu_pool(user, receiver) -> None
     node-hour price and how long the run took; from the new nodes' ages, what is spent already."""
     if not SEEN.get("run_s"):
         pytest.skip("needs the first run's price and length (test_down_after_gpus_...)")
-    assert user.run("down", "--yes").returncode == 0
+    down = user.run("down", "--yes")   # xpk's delete, over the pool the guard deleted
+    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-2000:]
     up = user.run("up", "--yes")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-2000:]
     nodes = json.loads(user.kubectl("get", "nodes", "-l", f"cloud.google.com/gke-nodepool={GPU_POOL}",

@@ -26,7 +26,10 @@ What each call does and when it gives up is the provider's (terraform-provider-g
   DONE up to 10 s late; the sandbox records that wait (World._poll_lag).
 - A resource absent from the cloud but present in the state is dropped from the state on refresh
   (the provider's handleNotFoundError); one present in the cloud but absent from the state is
-  created anyway and the API's 409 alreadyExists fails the apply.
+  created anyway and the API's 409 alreadyExists fails the apply. A GPU pool deleted outside
+  Terraform therefore fails nothing: gke-node-pool's instance-template data source waits for the
+  pool planned again (Terraform defers a data source whose managed dependencies have changes
+  pending; SOURCES.md#xpk-delete-reads-cluster-first).
 - destroy reads the data sources first: the kubectl-apply modules (main.tf line 163) and
   gke-node-pool (main.tf line 96) read data "google_container_cluster", whose read fails with
   "<id> not found" once the cluster is gone (data_source_google_container_cluster.go), which
