@@ -24,7 +24,8 @@ Posts never hold up the supervisor's looks: one post at a time runs in a thread 
 timeout; a look starts at most one try (of the oldest event not posted yet, so a chat gets
 them in order) and reads the outcome of the last one. A failed post is tried again after
 5 s, 10 s, 20 s, ... at most 5 min apart (real seconds: the webhook is a real service in the
-sandbox too), and given up after MAX_TRIES. state.json's `notify` keeps `posted` (how many of
+sandbox too), and given up after MAX_TRIES, or at once when the webhook refused it (a 4xx but
+408 and 429: `PostFailed.refused`). state.json's `notify` keeps `posted` (how many of
 `events` were posted: the index of the next), so a restarted supervisor does not post an event
 twice; one whose post succeeded just before the process died (its look had not saved it yet)
 is posted again.
@@ -57,7 +58,14 @@ MAX_TRIES = 12  # about 35 minutes of tries for one event, then the next one's t
 
 
 class PostFailed(Exception):
-    """A post that did not succeed; its text says how in a few words, never with the URL."""
+    """A post that did not succeed; its text says how in a few words, never with the URL.
+    `refused`: the webhook answered a 4xx other than 408 and 429 (RFC 9110 section 15.5: the
+    client's error, which the same request repeats; Slack answers a revoked or archived hook,
+    or a bad body, so: api.slack.com/messaging/webhooks "Handling errors"), not worth a retry."""
+
+    def __init__(self, text: str, refused: bool = False) -> None:
+        super().__init__(text)
+        self.refused = refused
 
 
 def payload(text: str) -> bytes:
@@ -91,7 +99,8 @@ def post(url: str, text: str, timeout: float = POST_TIMEOUT_S) -> None:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             resp.read(65536)
     except Exception as exc:  # noqa: BLE001 - every kind is described below, never by its text
-        raise PostFailed(failure(exc, timeout)) from None
+        refused = isinstance(exc, urllib.error.HTTPError) and 400 <= exc.code < 500 and exc.code not in (408, 429)
+        raise PostFailed(failure(exc, timeout), refused) from None
 
 
 def read_url(env: dict[str, str] | None = None) -> str | None:
@@ -115,7 +124,7 @@ class _Flight:
     """One post running in a thread."""
 
     def __init__(self, index: int, send: Callable[[str, str], None], url: str, text: str) -> None:
-        self.index, self.error = index, ""
+        self.index, self.error, self.refused = index, "", False
         self.thread = threading.Thread(target=self._run, args=(send, url, text), name="notify", daemon=True)
         self.thread.start()
 
@@ -123,7 +132,7 @@ class _Flight:
         try:
             send(url, text)
         except PostFailed as exc:
-            self.error = str(exc) or "the post failed"
+            self.error, self.refused = str(exc) or "the post failed", exc.refused
         except Exception as exc:  # noqa: BLE001 - a bug must not leave the flight without an outcome
             self.error = f"the post failed ({type(exc).__name__})"
 
@@ -175,7 +184,7 @@ class Notifier:
             book.update(posted=flight.index + 1, failures=0, next_at=0.0, error="")
             return
         failures = int(book.get("failures") or 0) + 1
-        if failures >= MAX_TRIES:
+        if failures >= MAX_TRIES or flight.refused:
             log.info("notification %d not posted after %d tries (%s): going on to the next",
                      flight.index + 1, failures, flight.error)
             book.update(posted=flight.index + 1, failures=0, next_at=0.0, error=flight.error)

@@ -152,7 +152,7 @@ def test_a_server_that_fails_twice_then_succeeds_is_retried_with_back_off() -> N
 def test_the_back_off_doubles_up_to_its_cap_and_an_event_is_given_up_at_last() -> None:
     assert [backoff_s(f) for f in (1, 2, 3, 4)] == [BACKOFF_S, 2 * BACKOFF_S, 4 * BACKOFF_S, 8 * BACKOFF_S]
     assert backoff_s(30) == BACKOFF_CAP_S
-    receiver, clock = Receiver(codes=[404] * MAX_TRIES), Clock()
+    receiver, clock = Receiver(codes=[503] * MAX_TRIES), Clock()
     try:
         state = _state("stalled", "recovering")
         n = Notifier(lambda: receiver.url, clock)
@@ -162,6 +162,24 @@ def test_the_back_off_doubles_up_to_its_cap_and_an_event_is_given_up_at_last() -
         assert state["notify"]["posted"] == 1     # the first given up: the next one's turn
         _settle(n, state)
         assert receiver.posts[-1]["body"]["text"].startswith("rltui recovering")
+    finally:
+        receiver.close()
+
+
+@pytest.mark.parametrize(("code", "tries"), [(404, 1), (410, 1), (400, 1), (429, 2), (408, 2)])
+def test_a_refusal_is_not_tried_again_but_a_busy_webhook_is(code: int, tries: int) -> None:
+    """A revoked or archived hook (Slack's 404 and 410) or a bad body answers the same again: the
+    event is given up at once and the next one's turn comes; 408 and 429 mean "later"."""
+    receiver, clock = Receiver(codes=[code]), Clock()
+    try:
+        state = _state("stalled", "recovering")
+        n = Notifier(lambda: receiver.url, clock)
+        for _ in range(tries):
+            _settle(n, state)
+            clock.now += BACKOFF_CAP_S
+        assert state["notify"]["posted"] == 1 and state["notify"]["error"] in ("", f"the webhook answered HTTP {code}")
+        assert len(receiver.posts) == tries
+        assert all(p["body"]["text"].startswith("rltui stalled") for p in receiver.posts)
     finally:
         receiver.close()
 
