@@ -13,7 +13,7 @@ import itertools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine
 
 from aiohttp import web
 
@@ -201,6 +201,28 @@ class KubeRayController(Operator, Deployments, Preemption, ProcessPods, HeadPods
             log.info("kuberay: event %s not recorded: %s", reason, exc)
 
 
+async def _body(request: web.Request, example: str) -> dict[str, Any] | web.Response:
+    """The request's JSON object ({} without a body, or for JSON that is not an object), or the
+    400 answer naming `example`."""
+    if not request.can_read_body:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError:
+        return web.json_response({"message": f"the body must be JSON like {example}"}, status=400)
+    return body if isinstance(body, dict) else {}
+
+
+async def _answer(work: Awaitable[Any]) -> web.Response:
+    """`work`'s result as JSON; a LookupError is a 404 and a ValueError a 400, with its words."""
+    try:
+        return web.json_response(await work)
+    except LookupError as exc:
+        return web.json_response({"message": str(exc.args[0])}, status=404)
+    except ValueError as exc:
+        return web.json_response({"message": str(exc.args[0])}, status=400)
+
+
 def add_preempt_route(app: web.Application, controller: KubeRayController) -> None:
     """`POST /_sandbox/preempt` {"node": optional name} or {"head": true} (the node of the Ray head
     pod), and "hard": true for a preemption without a graceful shutdown (preemption.py) -> what
@@ -209,47 +231,29 @@ def add_preempt_route(app: web.Application, controller: KubeRayController) -> No
     Call before the app starts; `rltui sandbox preempt` posts here."""
 
     async def preempt(request: web.Request) -> web.Response:
-        body: Any = {}
-        if request.can_read_body:
-            try:
-                body = await request.json()
-            except ValueError:
-                return web.json_response({"message": 'the body must be JSON like {"node": "NAME"}'}, status=400)
-        node = body.get("node") if isinstance(body, dict) else None
-        head = body.get("head", False) if isinstance(body, dict) else False
+        body = await _body(request, '{"node": "NAME"}')
+        if isinstance(body, web.Response):
+            return body
+        node, head, hard = body.get("node"), body.get("head", False), body.get("hard", False)
         if node is not None and not isinstance(node, str):
             return web.json_response({"message": "node must be a node name (a string)"}, status=400)
-        hard = body.get("hard", False) if isinstance(body, dict) else False
         if not isinstance(head, bool) or (head and node):
             return web.json_response({"message": "head must be true or false, and not given with node"}, status=400)
         if not isinstance(hard, bool):
             return web.json_response({"message": "hard must be true or false"}, status=400)
-        try:
-            return web.json_response(await controller.preempt(node or None, head=head, hard=hard))
-        except LookupError as exc:
-            return web.json_response({"message": str(exc.args[0])}, status=404)
-        except ValueError as exc:
-            return web.json_response({"message": str(exc.args[0])}, status=400)
+        return await _answer(controller.preempt(node or None, head=head, hard=hard))
 
     app.router.add_post("/_sandbox/preempt", preempt)
 
     async def stall_job(request: web.Request) -> web.Response:
         """`POST /_sandbox/stall` {"job": optional submission id} -> the job and the driver PID
         frozen (404: no such job or driver; 400: not running, or more than one running)."""
-        body: Any = {}
-        if request.can_read_body:
-            try:
-                body = await request.json()
-            except ValueError:
-                return web.json_response({"message": 'the body must be JSON like {"job": "ID"}'}, status=400)
-        job = body.get("job") if isinstance(body, dict) else None
+        body = await _body(request, '{"job": "ID"}')
+        if isinstance(body, web.Response):
+            return body
+        job = body.get("job")
         if job is not None and not isinstance(job, str):
             return web.json_response({"message": "job must be a submission id (a string)"}, status=400)
-        try:
-            return web.json_response(await stall(list(controller._heads.values()), job or None))
-        except LookupError as exc:
-            return web.json_response({"message": str(exc.args[0])}, status=404)
-        except ValueError as exc:
-            return web.json_response({"message": str(exc.args[0])}, status=400)
+        return await _answer(stall(list(controller._heads.values()), job or None))
 
     app.router.add_post("/_sandbox/stall", stall_job)
