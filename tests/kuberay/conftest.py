@@ -188,6 +188,21 @@ class Box:
         op = self.fn(self.world.create_lustre_instance, PROJECT, cfg.zone, cfg.lustre_instance_id, inst)
         return op.name
 
+    def codelab_raycluster(self, cfg: RLConfig) -> client.CoreV1Api:
+        """The codelab's way to a RayCluster on a fresh Box: xpk's cluster, both addons, Lustre
+        ACTIVE, then the PV with its IP, the PVC, the job's Secret and the RayCluster. Returns
+        the core client (`self.core`, and `self.cfg`, are set to it and `cfg`)."""
+        self.xpk_cluster(cfg)
+        self.enable_addons(cfg)
+        ip = self.lustre_ip(cfg, self.create_lustre(cfg))
+        core, custom = client.CoreV1Api(self.api()), client.CustomObjectsApi(self.api())
+        core.create_persistent_volume(manifests.persistent_volume(cfg, ip))
+        core.create_namespaced_persistent_volume_claim("default", manifests.persistent_volume_claim(cfg))
+        core.create_namespaced_secret("default", manifests.job_secret(cfg))
+        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", manifests.ray_cluster(cfg))
+        self.core, self.cfg = core, cfg
+        return core
+
     def lustre_ip(self, cfg: RLConfig, operation: str) -> str:
         """Wait for ACTIVE; the instance's IP, as the codelab cuts it from mountPoint."""
         self.call(self.world.wait_operation(operation), timeout=30)

@@ -47,15 +47,7 @@ def _ready(core: client.CoreV1Api) -> bool:
 def box(make_box, tools):
     box = make_box()
     cfg = tools.config()
-    box.xpk_cluster(cfg)
-    box.enable_addons(cfg)
-    ip = box.lustre_ip(cfg, box.create_lustre(cfg))
-    core, custom = client.CoreV1Api(box.api()), client.CustomObjectsApi(box.api())
-    core.create_persistent_volume(manifests.persistent_volume(cfg, ip))
-    core.create_namespaced_persistent_volume_claim("default", manifests.persistent_volume_claim(cfg))
-    core.create_namespaced_secret("default", manifests.job_secret(cfg))
-    custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", manifests.ray_cluster(cfg))
-    box.core, box.cfg = core, cfg
+    core = box.codelab_raycluster(cfg)
     tools.wait_for(lambda: _ready(core) and box.controller.dashboard_url(), 60, "head and 2 workers Ready")
     return box
 

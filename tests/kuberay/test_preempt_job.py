@@ -45,15 +45,7 @@ def _kind(pod: Any) -> str:
 def box(make_box, tools):
     box = make_box(controller_profile=tools.profile(spot_replace=50.0))  # a Spot node is back after ~1 s
     cfg = tools.config()
-    box.xpk_cluster(cfg)
-    box.enable_addons(cfg)
-    ip = box.lustre_ip(cfg, box.create_lustre(cfg))
-    core, custom = client.CoreV1Api(box.api()), client.CustomObjectsApi(box.api())
-    core.create_persistent_volume(manifests.persistent_volume(cfg, ip))
-    core.create_namespaced_persistent_volume_claim("default", manifests.persistent_volume_claim(cfg))
-    core.create_namespaced_secret("default", manifests.job_secret(cfg))
-    custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", manifests.ray_cluster(cfg))
-    box.core = core
+    box.codelab_raycluster(cfg)
     box.lustre = Path(box.fn(box.world.lustre_dir, tools.project, cfg.zone, cfg.lustre_instance_id))
     _all_ready(box, tools, 60)
     return box

@@ -137,15 +137,7 @@ def _ready(pod: Any) -> bool:
 def box(make_box, tools):
     box = make_box()
     cfg = tools.config(MAX_STEPS="2")
-    box.xpk_cluster(cfg)
-    box.enable_addons(cfg)
-    ip = box.lustre_ip(cfg, box.create_lustre(cfg))
-    core, custom = client.CoreV1Api(box.api()), client.CustomObjectsApi(box.api())
-    core.create_persistent_volume(manifests.persistent_volume(cfg, ip))
-    core.create_namespaced_persistent_volume_claim("default", manifests.persistent_volume_claim(cfg))
-    core.create_namespaced_secret("default", manifests.job_secret(cfg))
-    custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", manifests.ray_cluster(cfg))
-    box.core, box.cfg = core, cfg
+    core = box.codelab_raycluster(cfg)
     try:
         tools.wait_for(lambda: (pods := _pods(core)) and len(pods) == 3 and all(map(_ready, pods))
                        and box.controller.dashboard_url(), 90, "head and 2 workers Ready")
