@@ -15,10 +15,11 @@ whether GKE keeps retrying later (the sandbox's pool stays ERROR). Flex-start ha
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from google.cloud import container_v1
+
+from rltui_sandbox.world_model import pool_vm
 
 KINDS = ("spot", "on-demand")
 
@@ -47,22 +48,9 @@ def out_of_stock(world: Any, np: container_v1.NodePool) -> bool:
 def fail_for_stockout(world: Any, project: str, location: str, cluster: str, np: Any,
                       operation: str) -> None:
     """End the pool's create as a stockout (see the module docstring)."""
-    from rltui_sandbox.grpc_util import ResourceExhausted
-
     zone = np.locations[0] if np.locations else location
-    vm = f"gke-{cluster}-{np.name}"[:40].rstrip("-") + "-" + uuid.uuid4().hex[:8] + "-" + uuid.uuid4().hex[:4]
-    message = (f"Instance '{vm}' creation failed: The zone 'projects/{project}/zones/{zone}' does not have enough"
-               " resources available to fulfill the request.  '(resource type:compute)'.")
-    count = np.initial_node_count * max(1, len(np.locations))
-    detail = (f"Google Compute Engine: Not all instances running in IGM after "
-              f"{world.clock.seconds('xpk_node_pool') * world.clock.speed:.6f}s. Expected {count}, running 0, "
-              f"transitioning {count}. Current errors: [GCE_STOCKOUT]: {message}")
-    op = world._project(project).cluster_ops.get(operation)
-    if op is not None:
-        op.detail = detail
-        op.nodepool_conditions = [container_v1.StatusCondition(
-            canonical_code=8, code=container_v1.StatusCondition.Code.GCE_STOCKOUT, message=message)]
-    np.status = container_v1.NodePool.Status.ERROR
-    np.status_message = detail
-    world._finish_cluster_op(project, operation, ResourceExhausted(detail))
-    world._emit("node_pool_failed", project, location, cluster, node_pool=np.name, message=message)
+    message = (f"Instance '{pool_vm(cluster, np.name)}' creation failed: The zone 'projects/{project}/zones/{zone}'"
+               " does not have enough resources available to fulfill the request.  '(resource type:compute)'.")
+    world._fail_pool(project, location, cluster, np, operation, "Google Compute Engine",
+                     container_v1.StatusCondition.Code.GCE_STOCKOUT, message, canonical_code=8,
+                     detail_condition=False, error_detail=True)

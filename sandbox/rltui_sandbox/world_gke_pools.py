@@ -19,7 +19,7 @@ from google.cloud import container_v1
 from rltui_sandbox.grpc_util import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from rltui_sandbox.world_capacity import fail_for_stockout, out_of_stock
 from rltui_sandbox.world_gke import GKE_API, GKE_VERSION, OpType, Status, _copy, _pool_data
-from rltui_sandbox.world_model import _check_gce_name, region_of
+from rltui_sandbox.world_model import _check_gce_name, pool_vm, region_of
 
 
 _POOL_UP = (container_v1.NodePool.Status.RUNNING, container_v1.NodePool.Status.RECONCILING,
@@ -162,26 +162,37 @@ class GkeNodePoolMixin:
             self._on_node_pool_ready(project, location, cluster, pool, operation)
             return
         metric, limit = problem
-        vm = f"gke-{cluster}-{pool}"[:40].rstrip("-") + "-" + uuid.uuid4().hex[:8] + "-" + uuid.uuid4().hex[:4]
-        message = (f"Instance '{vm}' creation failed: Quota '{metric}' exceeded.  "
+        message = (f"Instance '{pool_vm(cluster, pool)}' creation failed: Quota '{metric}' exceeded.  "
                    f"Limit: {limit:.1f} in region {region_of(location)}.")
+        self._fail_pool(project, location, cluster, np, operation, "Insufficient quota to satisfy the request",
+                        container_v1.StatusCondition.Code.GCE_QUOTA_EXCEEDED, message, canonical_code=9,
+                        detail_condition=True, error_detail=False)
+
+    def _fail_pool(self, project: str, location: str, cluster: str, np: container_v1.NodePool, operation: str,
+                   lead: str, code: container_v1.StatusCondition.Code, message: str, *, canonical_code: int,
+                   detail_condition: bool, error_detail: bool) -> None:
+        """End a pool's create as failed, the way GKE reports it: the IGM's detail on the operation
+        and the pool (`lead`: Not all instances running ... Current errors: [CODE]: message), the
+        operation's nodepool_conditions (with the detail as a second condition when
+        `detail_condition`), the pool ERROR, the operation DONE with RESOURCE_EXHAUSTED."""
+        from rltui_sandbox.grpc_util import ResourceExhausted  # one name, kept local to this rare path
+
         count = np.initial_node_count * max(1, len(np.locations))
-        detail = (f"Insufficient quota to satisfy the request: Not all instances running in IGM after "
+        detail = (f"{lead}: Not all instances running in IGM after "
                   f"{self.clock.seconds('xpk_node_pool') * self.clock.speed:.6f}s. Expected {count}, running 0, "
-                  f"transitioning {count}. Current errors: [GCE_QUOTA_EXCEEDED]: {message}")
+                  f"transitioning {count}. Current errors: [{code.name}]: {message}")
         op = self._project(project).cluster_ops.get(operation)
         if op is not None:
             op.detail = detail
-            op.nodepool_conditions = [
-                container_v1.StatusCondition(canonical_code=9, code=container_v1.StatusCondition.Code.GCE_QUOTA_EXCEEDED,
-                                             message=message),
-                container_v1.StatusCondition(canonical_code=9, message=detail),
-            ]
+            op.nodepool_conditions = [container_v1.StatusCondition(canonical_code=canonical_code, code=code,
+                                                                   message=message)]
+            if detail_condition:
+                op.nodepool_conditions.append(container_v1.StatusCondition(canonical_code=canonical_code,
+                                                                           message=detail))
         np.status = container_v1.NodePool.Status.ERROR
         np.status_message = detail
-        from rltui_sandbox.grpc_util import ResourceExhausted  # one name, kept local to this rare path
-        self._finish_cluster_op(project, operation, ResourceExhausted(message))
-        self._emit("node_pool_failed", project, location, cluster, node_pool=pool, message=message)
+        self._finish_cluster_op(project, operation, ResourceExhausted(detail if error_detail else message))
+        self._emit("node_pool_failed", project, location, cluster, node_pool=np.name, message=message)
 
     # -- DeleteNodePool ---------------------------------------------------------------------------
     #

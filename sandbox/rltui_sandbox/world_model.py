@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,6 +207,12 @@ def _copy(msg: Any) -> Any:
 def project_number(project: str) -> int:
     """A stable 12-digit project number for links (the real API uses numbers there)."""
     return 100_000_000_000 + int(hashlib.blake2b(project.encode(), digest_size=5).hexdigest(), 16) % 900_000_000_000
+
+
+def pool_vm(cluster: str, pool: str) -> str:
+    """A name like the VMs a GKE node pool's instance group makes (gke-<cluster>-<pool>-<hash>-<id>),
+    for the failure messages that quote one."""
+    return f"gke-{cluster}-{pool}"[:40].rstrip("-") + "-" + uuid.uuid4().hex[:8] + "-" + uuid.uuid4().hex[:4]
 
 
 def region_of(location: str) -> str:
