@@ -149,16 +149,23 @@ def test_a_server_that_fails_twice_then_succeeds_is_retried_with_back_off() -> N
         receiver.close()
 
 
+def _looks(receiver: Receiver, state: dict[str, Any], looks: int) -> Notifier:
+    """`looks` pairs of looks, each a back-off cap apart (so every retry is due)."""
+    clock = Clock()
+    n = Notifier(lambda: receiver.url, clock)
+    for _ in range(looks):
+        _settle(n, state)
+        clock.now += BACKOFF_CAP_S
+    return n
+
+
 def test_the_back_off_doubles_up_to_its_cap_and_an_event_is_given_up_at_last() -> None:
     assert [backoff_s(f) for f in (1, 2, 3, 4)] == [BACKOFF_S, 2 * BACKOFF_S, 4 * BACKOFF_S, 8 * BACKOFF_S]
     assert backoff_s(30) == BACKOFF_CAP_S
-    receiver, clock = Receiver(codes=[503] * MAX_TRIES), Clock()
+    receiver = Receiver(codes=[503] * MAX_TRIES)
     try:
         state = _state("stalled", "recovering")
-        n = Notifier(lambda: receiver.url, clock)
-        for _ in range(MAX_TRIES):
-            _settle(n, state)
-            clock.now += BACKOFF_CAP_S
+        n = _looks(receiver, state, MAX_TRIES)
         assert state["notify"]["posted"] == 1     # the first given up: the next one's turn
         _settle(n, state)
         assert receiver.posts[-1]["body"]["text"].startswith("rltui recovering")
@@ -170,13 +177,10 @@ def test_the_back_off_doubles_up_to_its_cap_and_an_event_is_given_up_at_last() -
 def test_a_refusal_is_not_tried_again_but_a_busy_webhook_is(code: int, tries: int) -> None:
     """A revoked or archived hook (Slack's 404 and 410) or a bad body answers the same again: the
     event is given up at once and the next one's turn comes; 408 and 429 mean "later"."""
-    receiver, clock = Receiver(codes=[code]), Clock()
+    receiver = Receiver(codes=[code])
     try:
         state = _state("stalled", "recovering")
-        n = Notifier(lambda: receiver.url, clock)
-        for _ in range(tries):
-            _settle(n, state)
-            clock.now += BACKOFF_CAP_S
+        _looks(receiver, state, tries)
         assert state["notify"]["posted"] == 1 and state["notify"]["error"] in ("", f"the webhook answered HTTP {code}")
         assert len(receiver.posts) == tries
         assert all(p["body"]["text"].startswith("rltui stalled") for p in receiver.posts)
